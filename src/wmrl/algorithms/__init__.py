@@ -1,0 +1,1 @@
+"""Pure functions of the method (no state): rewards, advantages, losses, calibration maps."""

