@@ -6,11 +6,10 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import TINY_SPECS
 
 from wmrl.tasks.build import TaskCacheError, verify
 from wmrl.tasks.suite import TaskSuite, UnknownTaskError
-
-from conftest import TINY_SPECS
 
 
 def test_public_files_hold_no_answers(tiny_suite):

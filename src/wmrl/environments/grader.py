@@ -22,7 +22,8 @@ from wmrl.types import Outcome, Source, Status
 log = logging.getLogger(__name__)
 
 _VALIDATION = re.compile(r"VALIDATION_SCORE\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)")
-_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)?)(?::\s.*)?$")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(:\s.*)?$")
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration")
 _FEEDBACK_LINES = 40
 
 
@@ -58,7 +59,7 @@ def validation_score(stdout: str) -> float | None:
 def _last_exception(stderr: str) -> str | None:
     for line in reversed(stderr.strip().splitlines()):
         m = _EXCEPTION_LINE.match(line.strip())
-        if m and not line.startswith(" "):
+        if m and not line.startswith(" ") and (m.group(2) or m.group(1).endswith(_EXCEPTION_SUFFIXES)):
             return m.group(1)
     return None
 

@@ -21,8 +21,8 @@ def snake_case(name: str) -> str:
 
     >>> snake_case("od280/od315_of_diluted wines")
     'od280_od315_of_diluted_wines'
-    >>> snake_case("TVnews")
-    'tv_news'
+    >>> snake_case("ClinLR")
+    'clin_lr'
     """
     name = re.sub(r"([a-z])([A-Z])", r"\1_\2", name)
     return "_".join(re.findall(r"[a-z0-9]+", name.lower()))

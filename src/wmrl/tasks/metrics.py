@@ -149,8 +149,9 @@ def smape(answers: pd.DataFrame, prediction: np.ndarray) -> float:
 def concordance_index(answers: pd.DataFrame, prediction: np.ndarray) -> float:
     """Harrell's C for right-censored data: share of comparable pairs whose risk order matches event order.
 
-    A pair (i, j) is comparable when ``time_i < time_j`` and ``event_i == 1``; it is concordant when
-    ``risk_i > risk_j`` and counts one half on a risk tie. Answers hold ``time`` and ``event``.
+    A pair (i, j) is comparable when ``event_i == 1`` and either ``time_i < time_j`` or the times tie and
+    ``j`` is censored (as lifelines counts them); it is concordant when ``risk_i > risk_j`` and counts one
+    half on a risk tie. Answers hold ``time`` and ``event``.
 
     >>> a = pd.DataFrame({"id": [0, 1, 2], "time": [1.0, 2.0, 3.0], "event": [1, 1, 0]})
     >>> concordance_index(a, np.array([3.0, 2.0, 1.0]))
@@ -161,7 +162,8 @@ def concordance_index(answers: pd.DataFrame, prediction: np.ndarray) -> float:
     time = answers["time"].to_numpy(dtype=float)
     event = answers["event"].to_numpy(dtype=float) > 0
     risk = prediction.astype(float)
-    earlier = (time[:, None] < time[None, :]) & event[:, None]
+    censored_tie = (time[:, None] == time[None, :]) & ~event[None, :]
+    earlier = ((time[:, None] < time[None, :]) | censored_tie) & event[:, None]
     n_pairs = int(earlier.sum())
     if n_pairs == 0:
         raise ValueError("no comparable pairs: the answers hold no event before another time")

@@ -69,11 +69,6 @@ _TABULAR = Template('''\
 import numpy as np
 import pandas as pd
 $imports
-from sklearn.compose import ColumnTransformer
-from sklearn.impute import SimpleImputer
-from sklearn.model_selection import train_test_split
-from sklearn.pipeline import make_pipeline
-$score_import
 
 train = pd.read_csv("public/train.csv")
 test = pd.read_csv("public/test.csv")
@@ -90,17 +85,16 @@ def predict(frame):
     return $prediction
 
 
-X, y = features(train), train[target]
 preprocess = ColumnTransformer([
     ("numeric", $numeric_steps, numeric),
     ("categorical", $categorical_step, categorical),
 ])
 model = make_pipeline(preprocess, $model)
-X_fit, X_val, y_fit, y_val = train_test_split(train, y, test_size=0.2, random_state=0$stratify)
-model.fit(features(X_fit), y_fit)
+fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
+model.fit(features(fit), fit[target])
 print(f"VALIDATION_SCORE={$score:.6f}")
 
-model.fit(X, y)
+model.fit(features(train), train[target])
 pd.DataFrame({"id": test["id"], "prediction": predict(test)}).to_csv("submission.csv", index=False)
 ''')
 
@@ -155,6 +149,12 @@ constant = $constant
 pd.DataFrame({"id": test["id"], "prediction": constant}).to_csv("submission.csv", index=False)
 ''')
 
+_TABULAR_IMPORTS = (
+    "from sklearn.compose import ColumnTransformer",
+    "from sklearn.impute import SimpleImputer",
+    "from sklearn.model_selection import train_test_split",
+    "from sklearn.pipeline import make_pipeline",
+)
 _LINEAR_STEPS = "make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler())"
 _ONE_HOT = "OneHotEncoder(handle_unknown=\"ignore\")"
 _ONE_HOT_DENSE = "OneHotEncoder(handle_unknown=\"ignore\", sparse_output=False)"
@@ -215,17 +215,17 @@ def _tabular_solutions(spec: TaskSpec, kind: str, categorical: list[str]) -> dic
     score_import, score_template = _SCORE[spec.metric]
     scripts = {"trivial": _trivial_tabular(target, kind)}
     for name, ((numeric_steps, categorical_step, prep_import), model_import, model) in models.items():
+        imports = {*model_import.split("\n"), prep_import, score_import, *_TABULAR_IMPORTS}
         scripts[name] = _TABULAR.substitute(
-            imports=f"{model_import}\n{prep_import}",
-            score_import=score_import,
+            imports="\n".join(sorted(imports)),
             target=target,
             categorical=repr(categorical),
             prediction=_PREDICTION[kind],
             numeric_steps=numeric_steps,
             categorical_step=categorical_step,
             model=model,
-            stratify=", stratify=y" if classify else "",
-            score=score_template.format(y="y_val", p="predict(X_val)"),
+            stratify=", stratify=train[target]" if classify else "",
+            score=score_template.format(y="val[target]", p="predict(val)"),
         )
     scripts["gradient_boosting_bagged"] = _bagged(spec, kind, categorical, score_import, score_template)
     return scripts
@@ -285,7 +285,8 @@ horizon, period = len(test), $period
 
 $forecast
 
-validation = forecast(y[:-horizon], horizon)
+
+validation, actual = forecast(y[:-horizon], horizon), y[-horizon:]
 print(f"VALIDATION_SCORE={$score:.6f}")
 pd.DataFrame({"id": test["id"], "prediction": forecast(y, horizon)}).to_csv("submission.csv", index=False)
 ''')
@@ -299,9 +300,9 @@ def design(t):
     return np.column_stack([t, np.eye(period)[t % period]])
 
 
-def forecast(history, steps):
-    t = np.arange(len(history))
-    model = LinearRegression().fit(design(t), history)
+def forecast(history, steps, seasons=10):
+    t = np.arange(len(history))[-seasons * period:]
+    model = LinearRegression().fit(design(t), history[t])
     return model.predict(design(np.arange(len(history), len(history) + steps)))'''),
     "seasonal_naive": ("", '''\
 def forecast(history, steps):
@@ -373,7 +374,7 @@ def _forecast_solutions(spec: TaskSpec) -> dict[str, str]:
             target=spec.target[0],
             period=period,
             forecast=body,
-            score=score_template.format(y="y[-horizon:]", p="validation"),
+            score=score_template.format(y="actual", p="validation"),
         )
     return scripts
 
@@ -403,6 +404,7 @@ X, X_test = X_all.iloc[: len(train)], X_all.iloc[len(train):]
 
 
 $risk
+
 
 fit_rows, val_rows = train_test_split(np.arange(len(train)), test_size=0.25, random_state=0)
 fit, val = train.iloc[fit_rows], train.iloc[val_rows]

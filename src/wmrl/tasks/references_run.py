@@ -49,10 +49,7 @@ def run_references(
 
     def finished(i: int, result) -> None:
         task, name, _ = jobs[i]
-        if record:
-            outcome = _score_only(task, result)
-        else:
-            outcome = grade(task, result)
+        outcome = _score_only(task, result) if record else grade(task, result)
         runs[i] = ReferenceRun(task.id, name, outcome, task.leaderboard.get(name))
         if on_done is not None:
             on_done(runs[i])

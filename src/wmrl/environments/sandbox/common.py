@@ -18,6 +18,8 @@ from wmrl.environments.sandbox.base import ExecutionRequest
 BOOT_PATH = Path(__file__).with_name("boot.py")
 TRIPWIRE_EXIT_CODE = 86
 SCRIPT_NAME = "solution.py"
+# Directories a solution may read outside its work dir (the tripwire's read roots), for every backend.
+READ_ROOTS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt")
 
 # Packages whose wheels bundle datasets: a solution that reads their data files leaks labels.
 _DATA_PACKAGES = {

@@ -24,6 +24,7 @@ paths and ``tmp_root`` on a filesystem both machines share (e.g. identical image
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
@@ -41,6 +42,7 @@ from typing import Any
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
+    READ_ROOTS,
     TRIPWIRE_EXIT_CODE,
     TailBuffer,
     boot_argv,
@@ -51,7 +53,7 @@ from wmrl.environments.sandbox.common import (
     parse_markers,
     prepare_workdir,
 )
-from wmrl.environments.sandbox.process import _READ_ROOTS, SANDBOX_UID, sandbox_env
+from wmrl.environments.sandbox.process import SANDBOX_UID, sandbox_env
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,8 @@ def image_tarball() -> bytes:
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in _IMAGE_DIRS:
             info = tarfile.TarInfo(name)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            # The engine gives a tmpfs the mode of the image directory it covers.
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
             tar.addfile(info)
         for path in _SYSTEM_DIRS:
             if os.path.islink(path):
@@ -132,18 +135,22 @@ def image_tarball() -> bytes:
 
 
 def ensure_image(client, image: str) -> None:
-    """Build ``image`` on the engine from :func:`image_tarball` unless it is already there."""
+    """Build ``image`` on the engine from :func:`image_tarball` unless it is there from the same recipe
+    (a label holds the tarball's hash, so a changed recipe or host layout rebuilds it)."""
     docker = _import_docker()
+    tarball = image_tarball()
+    recipe = hashlib.sha256(tarball).hexdigest()[:16]
     try:
-        client.images.get(image)
-        return
+        if (client.images.get(image).labels or {}).get("wmrl.recipe") == recipe:
+            return
     except docker.errors.ImageNotFound:
         pass
     repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
     client.api.import_image_from_data(
-        image_tarball(), repository=repository, tag=tag, changes=["LABEL wmrl=sandbox-image"]
+        tarball, repository=repository, tag=tag, changes=[f"LABEL wmrl.recipe={recipe}"]
     )
-    client.images.get(image)  # raises ImageNotFound if the import failed
+    if (client.images.get(image).labels or {}).get("wmrl.recipe") != recipe:
+        raise RuntimeError(f"building the sandbox image {image} did not take effect")
 
 
 @dataclass
@@ -208,6 +215,7 @@ class DockerSandbox(Sandbox):
 
     def _open_engine(self, url: str | None, slots: int | None) -> _Engine:
         name = _engine_name(url)
+        client = None
         try:
             client = _connect(url, timeout=_CONTROL_TIMEOUT_S)
             client.ping()
@@ -217,6 +225,8 @@ class DockerSandbox(Sandbox):
         except ImportError:
             raise
         except Exception as exc:
+            if client is not None:
+                client.close()
             raise RuntimeError(
                 f"DockerSandbox: no usable docker engine at {name}: {exc}. "
                 "Start one (dockerd) or pass base_urls=[...] naming running engines."
@@ -277,7 +287,7 @@ class DockerSandbox(Sandbox):
 
         limits = request.limits
         forbidden = tuple(request.forbidden) + self.bundled
-        argv = boot_argv(self.python, _INNER_BOOT, nonce, forbidden, _READ_ROOTS)
+        argv = boot_argv(self.python, _INNER_BOOT, nonce, forbidden, READ_ROOTS)
         memory = f"{limits.memory_mb}m"
         tmpfs_opts = f"rw,nosuid,nodev,size={limits.memory_mb}m,mode=1777"
         file_bytes = limits.max_file_mb * 1024 * 1024
@@ -316,6 +326,14 @@ class DockerSandbox(Sandbox):
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self, request: ExecutionRequest) -> ExecutionResult:
+        if not self.engines:
+            return ExecutionResult(
+                exit_code=None,
+                wall_seconds=0.0,
+                infra_error="DockerSandbox is closed",
+                backend=self.name,
+                isolation=self.description,
+            )
         root = Path(tempfile.mkdtemp(prefix="wmrl-docker-", dir=self.tmp_root))
         workdir = root / "work"
         workdir.mkdir()

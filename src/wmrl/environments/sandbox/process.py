@@ -16,6 +16,7 @@ Layers, from the outside in:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -31,6 +32,7 @@ from typing import Literal
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
+    READ_ROOTS,
     TRIPWIRE_EXIT_CODE,
     TailBuffer,
     boot_argv,
@@ -47,7 +49,6 @@ log = logging.getLogger(__name__)
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
 SANDBOX_UID = 65534
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
-_READ_ROOTS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt")
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _probe_cache: dict[str, str | None] = {}
@@ -213,7 +214,7 @@ class ProcessSandbox(Sandbox):
             inner = str(workdir)
             boot = str(BOOT_PATH)
             prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--"] if self.isolation == "unshare" else []
-        argv = boot_argv(self.python, boot, nonce, forbidden, _READ_ROOTS)
+        argv = boot_argv(self.python, boot, nonce, forbidden, READ_ROOTS)
         return self._limits_prefix(request) + prefix + argv, inner
 
     # -- running ----------------------------------------------------------------------------------------
@@ -310,7 +311,5 @@ def _pump(stream, buffer: TailBuffer) -> None:
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -1,0 +1,71 @@
+"""The shipped AutoResearch suite: coverage, leakage rules, builds, and exact reproduction of leaderboards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from wmrl.tasks.catalog import TASKS
+from wmrl.tasks.metrics import METRICS
+from wmrl.tasks.suite import TaskSuite
+
+
+def test_split_sizes_and_task_types():
+    splits = Counter(t.split for t in TASKS)
+    assert splits["train"] >= 18 and splits["heldout"] >= 6 and splits["smoke"] >= 3
+    train_types = {t.type for t in TASKS if t.split == "train"}
+    heldout_types = {t.type for t in TASKS if t.split == "heldout"}
+    assert {"binary", "multiclass", "regression", "count", "forecast"} <= train_types
+    assert heldout_types - train_types, "held-out tasks need a task type absent from training"
+    assert sum(t.heavy for t in TASKS if t.split == "train") >= 3
+    for t in TASKS:
+        assert t.metric in METRICS, t.id
+        assert t.id.replace("_", "").isalnum() and t.id.islower(), t.id
+
+
+def test_heldout_tasks_use_packages_no_training_task_uses():
+    train = {t.package for t in TASKS if t.split == "train"}
+    heldout = {t.package for t in TASKS if t.split == "heldout"}
+    assert not train & heldout, train & heldout
+
+
+def test_import_wmrl_stays_light():
+    code = (
+        "import sys, wmrl, wmrl.types, wmrl.tasks.catalog, wmrl.environments.sandbox\n"
+        "heavy = [m for m in ('transformers', 'vllm', 'lerobot', 'torch', 'sklearn', 'pandas') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return TaskSuite()
+
+
+def test_every_task_builds_with_recorded_data_and_eight_references(suite):
+    for spec in TASKS:
+        task = suite.get(spec.id)
+        assert suite.lock[spec.id]["data_sha256"] == {k: task.data_sha256[k] for k in suite.lock[spec.id]["data_sha256"]}
+        refs = task.references()
+        assert len(refs) >= 8 and {"trivial", "linear_baseline"} <= set(refs), spec.id
+        assert set(task.leaderboard) == set(refs), f"{spec.id}: leaderboard and references differ"
+        assert len(set(task.leaderboard.values())) >= 4, f"{spec.id}: leaderboard scores are not spread"
+        assert "## Starter solution" in task.description
+
+
+@pytest.mark.slow
+def test_every_reference_solution_reproduces_its_recorded_score(suite, process_sandbox):
+    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.tasks.references_run import run_references
+
+    env = SandboxEnvironment(suite, process_sandbox, use_log=False)
+    runs = run_references(env, suite.build())
+    assert len(runs) >= 8 * len(TASKS)
+    bad = [(r.task_id, r.name, r.outcome.status.value, r.outcome.score, r.recorded) for r in runs if not r.reproduced]
+    assert bad == []
+    assert all(r.outcome.status.value == "valid" for r in runs)
