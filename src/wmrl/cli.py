@@ -19,8 +19,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console(stderr=True)
-out = Console()
+# Tables stay readable when piped or logged (rich assumes 80 columns without a terminal).
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+out = Console(width=None if sys.stdout.isatty() else 140)
 
 
 class CliError(Exception):

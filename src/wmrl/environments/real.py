@@ -12,13 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wmrl.environments.execution_log import ExecutionLog, cache_key
 from wmrl.environments.grader import check_script, grade
 from wmrl.environments.sandbox.base import ExecutionRequest, Sandbox, SandboxLimits
 from wmrl.tasks.build import BuiltTask
 from wmrl.tasks.suite import TaskSuite
-from wmrl.types import Outcome
+from wmrl.types import Outcome, Source
+
+if TYPE_CHECKING:
+    from wmrl.rollout.agent import StepRequest
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,8 @@ class SandboxEnvironment:
         use_cache: serve repeated executions from the log.
         timeout_s: overrides every task's time budget (default: each task's own).
     """
+
+    source = Source.REAL
 
     def __init__(
         self,
@@ -103,6 +109,14 @@ class SandboxEnvironment:
 
         self.sandbox.run_many([self.request(task, script) for _, task, script, _ in pending], on_done=finished)
         return outcomes  # type: ignore[return-value]
+
+    def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:
+        """The agent-loop protocol: execute each turn's parsed code (``None``: no block -> malformed)."""
+        return self.execute_many([(r.task_id, r.code) for r in requests])
+
+    def prompt(self, task_id: str) -> str:
+        """The task prompt the agent reads."""
+        return self.suite.get(task_id).description
 
     def _key(self, task: BuiltTask, script: str) -> str:
         limits = self.limits(task)

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 DATA_FILES = ("public/train.csv", "public/test.csv", "public/sample_submission.csv", "private/answers.csv")
 CARD_FILES = ("task.json", "description.md")
 CLASSIFICATION = ("binary", "multiclass", "ordinal")
+# Bump when the files a build writes change (card fields, prompt text): older caches are then rebuilt.
+BUILD_VERSION = 2
 
 
 class TaskCacheError(RuntimeError):
@@ -186,12 +188,30 @@ def _target_summary(train: pd.DataFrame, spec: TaskSpec) -> str:
     return "\n".join(f"- {p}" for p in parts)
 
 
-def describe(spec: TaskSpec, train: pd.DataFrame, test: pd.DataFrame, starter: str) -> str:
+def _prediction_text(spec: TaskSpec, kind: str, labels: list[str] | None) -> str:
+    target = spec.target[0]
+    if kind == "label":
+        shown = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "") if labels else ""
+        return f"the predicted class of `{target}`" + (f", one of: {shown}." if shown else ".")
+    if kind == "probability":
+        return f"the predicted probability that `{target}` is 1 (a number in [0, 1])."
+    if kind == "positive":
+        return f"the predicted expected value of `{target}` (a number > 0)."
+    if kind == "risk":
+        return (f"a risk score: higher means the event (`{spec.target[1]}` = 1) is expected sooner "
+                f"(only the ordering matters).")
+    return f"the predicted value of `{target}`."
+
+
+def describe(
+    spec: TaskSpec, train: pd.DataFrame, test: pd.DataFrame, starter: str, labels: list[str] | None = None
+) -> str:
     """The task prompt an agent reads (``description.md``)."""
     from wmrl.tasks.metrics import METRICS
 
     metric = METRICS[spec.metric]
     better = "higher" if metric.higher_is_better else "lower"
+    prediction = _prediction_text(spec, metric.prediction, labels)
     return f"""# {spec.title}
 
 {spec.goal}
@@ -206,10 +226,10 @@ features only), `sample_submission.csv` (the exact output format).
 
 ## Submission
 Write `submission.csv` in the current directory with columns `id,prediction`, one row per row of
-`public/test.csv` (same ids). `prediction`: {metric.description}
+`public/test.csv` (same ids). `prediction`: {prediction}
 
 ## Metric
-`{metric.name}` on the hidden test answers ({better} is better). You may print your own validation estimate as
+`{metric.name}` on the hidden test answers ({better} is better): {metric.description}. You may print your own validation estimate as
 a line `VALIDATION_SCORE=<float>`; it is not your score.
 
 ## Budget
@@ -240,6 +260,8 @@ def verify(root: Path) -> dict[str, str]:
         manifest = json.loads(manifest_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TaskCacheError(f"{manifest_path} is not valid JSON ({exc})") from exc
+    if manifest.get("build_version") != BUILD_VERSION:
+        raise TaskCacheError(f"it was built by another wmrl version (build {manifest.get('build_version')})")
     actual = _manifest(root)
     for name in (*DATA_FILES, *CARD_FILES):
         if manifest.get(name) != actual[name]:
@@ -291,9 +313,10 @@ def materialise(spec: TaskSpec, root: Path) -> dict[str, str]:
             "labels": labels,
         }
         (tmp / "task.json").write_text(json.dumps(card, indent=2) + "\n")
-        (tmp / "description.md").write_text(describe(spec, train, test, starter))
+        (tmp / "description.md").write_text(describe(spec, train, test, starter, labels))
         manifest = _manifest(tmp)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        payload = {**manifest, "build_version": BUILD_VERSION}
+        (tmp / "manifest.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
         if root.exists():
             shutil.rmtree(root)
         os.replace(tmp, root)

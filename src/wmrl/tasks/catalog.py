@@ -28,7 +28,8 @@ _LIGHT_S, _HEAVY_S = 60.0, 240.0
 
 def _task(task_id: str, split: str, package: str, loader: str, **fields) -> TaskSpec:
     fields.setdefault("time_budget_s", _HEAVY_S if fields.get("heavy") else _LIGHT_S)
-    return TaskSpec(id=task_id, split=split, package=package, loader=loader, version=_VERSIONS[package], **fields)
+    version = _VERSIONS[package]
+    return TaskSpec(id=task_id, split=split, package=package, loader=loader, version=version, **fields)
 
 
 TASKS: tuple[TaskSpec, ...] = (
@@ -46,8 +47,8 @@ TASKS: tuple[TaskSpec, ...] = (
     _task("smoke_diabetes", "smoke", _SKLEARN, "sklearn.datasets.load_diabetes", type="regression",
           target=("progression",), metric="rmse", load=loaders.diabetes,
           title="Diabetes progression after one year",
-          goal="Predict a quantitative measure of diabetes progression one year after baseline from age, sex, "
-               "body mass index, blood pressure and six blood serum measurements."),
+          goal="Predict a quantitative measure of diabetes progression one year after baseline from age, "
+               "sex, body mass index, blood pressure and six blood serum measurements."),
     # --- train: scikit-learn ---------------------------------------------------------------------------
     _task("wine_cultivar", "train", _SKLEARN, "sklearn.datasets.load_wine", type="multiclass",
           target=("cultivar",), metric="macro_f1", load=loaders.wine,
@@ -61,7 +62,7 @@ TASKS: tuple[TaskSpec, ...] = (
                "holds an ink count from 0 to 16, pixel_r_c being row r and column c."),
     # --- train: statsmodels ----------------------------------------------------------------------------
     _task("fair_affairs", "train", _STATSMODELS, "statsmodels.datasets.fair", type="binary",
-          target=("had_affair",), metric="roc_auc", load=loaders.fair, heavy=True,
+          target=("had_affair",), metric="roc_auc", load=loaders.fair,
           title="Extramarital affairs from a 1974 survey of women",
           goal="Predict the probability that a married woman reported any time spent in extramarital affairs "
                "(had_affair = 1) from her rating of the marriage (1-5), age, years married, children, "
@@ -131,7 +132,7 @@ TASKS: tuple[TaskSpec, ...] = (
                "Rare types count as much as common ones in the metric."),
     _task("seattle_temps_forecast", "train", _VEGA, "vega_datasets.local_data.seattle_temps",
           type="forecast", target=("temp_f",), metric="rmse", load=loaders.seattle_temps, time_column="time",
-          horizon=168, heavy=True,
+          horizon=168,
           title="Hourly Seattle temperature: one-week forecast",
           goal="Forecast the hourly temperature (F) in Seattle for the 168 hours (one week) after the "
                "training series ends. The test file lists the hours to forecast."),

@@ -75,6 +75,7 @@ def iris() -> pd.DataFrame:
 
 
 def breast_cancer() -> pd.DataFrame:
+    """Target flipped to ``malignant`` so that the positive class is the disease."""
     frame = _sklearn("breast_cancer", "benign")
     frame["malignant"] = 1 - frame.pop("benign")
     return frame
@@ -84,7 +85,9 @@ def diabetes() -> pd.DataFrame:
     from sklearn.datasets import load_diabetes
 
     frame = load_diabetes(as_frame=True, scaled=False).frame.rename(columns={"target": "progression"})
-    frame = frame.rename(columns={"s1": "tc", "s2": "ldl", "s3": "hdl", "s4": "tch", "s5": "ltg", "s6": "glu"})
+    frame = frame.rename(
+        columns={"s1": "tc", "s2": "ldl", "s3": "hdl", "s4": "tch", "s5": "ltg", "s6": "glu"}
+    )
     return frame.reset_index(drop=True)
 
 
@@ -100,10 +103,18 @@ def digits() -> pd.DataFrame:
 
 # --- statsmodels --------------------------------------------------------------------------------------------
 
-_FAIR_OCCUPATIONS = {1: "student", 2: "unskilled", 3: "white_collar", 4: "skilled", 5: "managerial", 6: "professional"}
+_FAIR_OCCUPATIONS = {
+    1: "student",
+    2: "unskilled",
+    3: "white_collar",
+    4: "skilled",
+    5: "managerial",
+    6: "professional",
+}
 
 
 def fair() -> pd.DataFrame:
+    """Target ``had_affair`` = affairs > 0; occupation codes become their names."""
     frame = _statsmodels("fair")
     for column in ("occupation", "occupation_husb"):
         frame[column] = frame[column].astype(int).map(_FAIR_OCCUPATIONS)
@@ -111,27 +122,45 @@ def fair() -> pd.DataFrame:
     return frame
 
 
-_RANDHIE_COLUMNS = {"lncoins": "log_coinsurance", "idp": "individual_deductible",
-                    "lpi": "log_participation_incentive", "fmde": "log_max_deductible",
-                    "physlm": "physical_limitation", "disea": "n_chronic_diseases", "hlthg": "health_good",
-                    "hlthf": "health_fair", "hlthp": "health_poor"}
+_RANDHIE_COLUMNS = {
+    "lncoins": "log_coinsurance",
+    "idp": "individual_deductible",
+    "lpi": "log_participation_incentive",
+    "fmde": "log_max_deductible",
+    "physlm": "physical_limitation",
+    "disea": "n_chronic_diseases",
+    "hlthg": "health_good",
+    "hlthf": "health_fair",
+    "hlthp": "health_poor",
+}
 
 
 def randhie() -> pd.DataFrame:
+    """Cryptic RAND codes renamed; ``doctor_visits`` is the count target."""
     frame = _statsmodels("randhie")
     out = frame[list(_RANDHIE_COLUMNS)].rename(columns=_RANDHIE_COLUMNS)
     out["doctor_visits"] = frame["mdvis"].astype(int)
     return out
 
 
-_STAR98_COLUMNS = {"LOWINC": "low_income_pct", "PERASIAN": "asian_pct", "PERBLACK": "black_pct",
-                   "PERHISP": "hispanic_pct", "PERMINTE": "minority_teachers_pct",
-                   "AVYRSEXP": "teacher_experience_yrs", "AVSALK": "teacher_salary_k",
-                   "PERSPENK": "spending_per_pupil_k", "PTRATIO": "pupil_teacher_ratio",
-                   "PCTAF": "college_prep_pct", "PCTCHRT": "charter_pct", "PCTYRRND": "year_round_pct"}
+_STAR98_COLUMNS = {
+    "LOWINC": "low_income_pct",
+    "PERASIAN": "asian_pct",
+    "PERBLACK": "black_pct",
+    "PERHISP": "hispanic_pct",
+    "PERMINTE": "minority_teachers_pct",
+    "AVYRSEXP": "teacher_experience_yrs",
+    "AVSALK": "teacher_salary_k",
+    "PERSPENK": "spending_per_pupil_k",
+    "PTRATIO": "pupil_teacher_ratio",
+    "PCTAF": "college_prep_pct",
+    "PCTCHRT": "charter_pct",
+    "PCTYRRND": "year_round_pct",
+}
 
 
 def star98() -> pd.DataFrame:
+    """Raw district columns only (the interaction columns are products of them); target in percent."""
     frame = _statsmodels("star98")
     out = frame[list(_STAR98_COLUMNS)].rename(columns=_STAR98_COLUMNS)
     n_students = frame["NABOVE"] + frame["NBELOW"]
@@ -141,14 +170,24 @@ def star98() -> pd.DataFrame:
 
 
 def anes96() -> pd.DataFrame:
+    """Binary Dole-vs-Clinton target; ``logpopul`` dropped (a copy of ``popul``)."""
     frame = _statsmodels("anes96").drop(columns="logpopul")
-    frame = frame.rename(columns={"PID": "party_id", "TVnews": "tv_news_days", "selfLR": "self_lr",
-                                  "ClinLR": "clinton_lr", "DoleLR": "dole_lr", "popul": "population"})
+    frame = frame.rename(
+        columns={
+            "PID": "party_id",
+            "TVnews": "tv_news_days",
+            "selfLR": "self_lr",
+            "ClinLR": "clinton_lr",
+            "DoleLR": "dole_lr",
+            "popul": "population",
+        }
+    )
     frame["voted_dole"] = frame.pop("vote").astype(int)
     return frame
 
 
 def modechoice() -> pd.DataFrame:
+    """One row per traveller (the source has one per mode); car waiting time is always 0 and dropped."""
     frame = _statsmodels("modechoice")
     names = {1: "air", 2: "train", 3: "bus", 4: "car"}
     frame["mode"] = frame["mode"].astype(int).map(names)
@@ -175,6 +214,7 @@ def cancer() -> pd.DataFrame:
 
 
 def co2_monthly() -> pd.DataFrame:
+    """Weekly readings averaged per month, so the series is regular and has no gaps."""
     import pandas as pd
 
     weekly = _statsmodels("co2")["co2"]
@@ -201,7 +241,10 @@ def macro_unemployment() -> pd.DataFrame:
     import pandas as pd
 
     frame = _statsmodels("macrodata")
-    dates = [f"{int(y):04d}-{3 * (int(q) - 1) + 1:02d}-01" for y, q in zip(frame["year"], frame["quarter"], strict=True)]
+    dates = [
+        f"{int(y):04d}-{3 * (int(q) - 1) + 1:02d}-01"
+        for y, q in zip(frame["year"], frame["quarter"], strict=True)
+    ]
     return pd.DataFrame({"date": dates, "unemployment_rate": frame["unemp"].to_numpy()})
 
 
@@ -209,6 +252,7 @@ def macro_unemployment() -> pd.DataFrame:
 
 
 def seattle_weather() -> pd.DataFrame:
+    """The date becomes year and month: rows are split at random, not in time."""
     frame = _vega("seattle-weather")
     date = frame.pop("date")
     frame.insert(0, "year", date.dt.year)
@@ -220,11 +264,13 @@ def seattle_temps() -> pd.DataFrame:
     import pandas as pd
 
     frame = _vega("seattle-temps").sort_values("date")
-    return pd.DataFrame({"time": frame["date"].dt.strftime("%Y-%m-%d %H:%M").to_numpy(),
-                         "temp_f": frame["temp"].to_numpy()})
+    return pd.DataFrame(
+        {"time": frame["date"].dt.strftime("%Y-%m-%d %H:%M").to_numpy(), "temp_f": frame["temp"].to_numpy()}
+    )
 
 
 def cars() -> pd.DataFrame:
+    """Rows without the target dropped; the car name (nearly unique) dropped."""
     frame = _snake(_vega("cars")).drop(columns="name")
     frame = frame.dropna(subset=["miles_per_gallon"])
     frame["model_year"] = frame.pop("year").dt.year
@@ -245,6 +291,7 @@ def us_employment() -> pd.DataFrame:
 
 
 def airports() -> pd.DataFrame:
+    """US states with at least 20 airports, so every class survives a stratified split."""
     frame = _vega("airports")
     frame = frame[frame["country"] == "USA"]
     counts = frame["state"].value_counts()
@@ -267,46 +314,96 @@ def rossi() -> pd.DataFrame:
 
     frame = load_rossi()
     frame["race"] = frame["race"].map({0: "other", 1: "black"})
-    frame = frame.rename(columns={"week": "time", "arrest": "event", "fin": "financial_aid",
-                                  "wexp": "work_experience", "mar": "married", "paro": "parole",
-                                  "prio": "prior_convictions"})
+    frame = frame.rename(
+        columns={
+            "week": "time",
+            "arrest": "event",
+            "fin": "financial_aid",
+            "wexp": "work_experience",
+            "mar": "married",
+            "paro": "parole",
+            "prio": "prior_convictions",
+        }
+    )
     return frame[[c for c in frame.columns if c not in ("time", "event")] + ["time", "event"]]
 
 
 def gbsg2() -> pd.DataFrame:
     from lifelines.datasets import load_gbsg2
 
-    frame = load_gbsg2().rename(columns={"horTh": "hormone_therapy", "tsize": "tumor_size", "tgrade": "tumor_grade",
-                                         "pnodes": "positive_nodes", "progrec": "progesterone",
-                                         "estrec": "estrogen", "cens": "event", "menostat": "menopause"})
+    frame = load_gbsg2().rename(
+        columns={
+            "horTh": "hormone_therapy",
+            "tsize": "tumor_size",
+            "tgrade": "tumor_grade",
+            "pnodes": "positive_nodes",
+            "progrec": "progesterone",
+            "estrec": "estrogen",
+            "cens": "event",
+            "menostat": "menopause",
+        }
+    )
     return frame[[c for c in frame.columns if c not in ("time", "event")] + ["time", "event"]]
 
 
 def diamonds() -> pd.DataFrame:
-    return _rdataset("ggplot2", "diamonds").rename(columns={"x": "length_mm", "y": "width_mm", "z": "depth_mm",
-                                                             "depth": "depth_pct", "table": "table_pct"})[
-        ["carat", "cut", "color", "clarity", "depth_pct", "table_pct", "length_mm", "width_mm", "depth_mm", "price"]
+    return _rdataset("ggplot2", "diamonds").rename(
+        columns={
+            "x": "length_mm",
+            "y": "width_mm",
+            "z": "depth_mm",
+            "depth": "depth_pct",
+            "table": "table_pct",
+        }
+    )[
+        [
+            "carat",
+            "cut",
+            "color",
+            "clarity",
+            "depth_pct",
+            "table_pct",
+            "length_mm",
+            "width_mm",
+            "depth_mm",
+            "price",
+        ]
     ]
 
 
 def nmes1988() -> pd.DataFrame:
+    """Other utilisation outcomes of the same year (non-physician, outpatient, emergency) dropped."""
     frame = _rdataset("AER", "NMES1988").drop(columns=["nvisits", "ovisits", "novisits", "emergency"])
     return frame[[c for c in frame.columns if c != "visits"] + ["visits"]]
 
 
 def hmda() -> pd.DataFrame:
+    """Binary ``denied`` target; abbreviations spelled out."""
     frame = _rdataset("AER", "HMDA")
     frame["denied"] = (frame.pop("deny") == "yes").astype(int)
-    return frame.rename(columns={"pirat": "payment_income_ratio", "hirat": "housing_income_ratio",
-                                 "lvrat": "loan_value_ratio", "chist": "consumer_credit_score",
-                                 "mhist": "mortgage_credit_score", "phist": "public_bad_record",
-                                 "unemp": "industry_unemployment", "selfemp": "self_employed",
-                                 "condomin": "condominium", "afam": "african_american", "hschool": "high_school"})
+    return frame.rename(
+        columns={
+            "pirat": "payment_income_ratio",
+            "hirat": "housing_income_ratio",
+            "lvrat": "loan_value_ratio",
+            "chist": "consumer_credit_score",
+            "mhist": "mortgage_credit_score",
+            "phist": "public_bad_record",
+            "unemp": "industry_unemployment",
+            "selfemp": "self_employed",
+            "condomin": "condominium",
+            "afam": "african_american",
+            "hschool": "high_school",
+        }
+    )
 
 
 def air_passengers() -> pd.DataFrame:
+    """Fractional-year time stamps become first-of-month dates."""
     import pandas as pd
 
     frame = _rdataset("datasets", "AirPassengers")
     first = int(round(frame["time"].iloc[0]))
-    return pd.DataFrame({"month": _monthly_labels(first, len(frame)), "passengers_k": frame["value"].to_numpy()})
+    return pd.DataFrame(
+        {"month": _monthly_labels(first, len(frame)), "passengers_k": frame["value"].to_numpy()}
+    )

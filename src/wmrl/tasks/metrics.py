@@ -29,8 +29,8 @@ class Metric:
         fn: ``fn(answers, prediction) -> float``. ``answers`` holds ``id`` and the task's target columns, row
             aligned with ``prediction`` (a 1-D array already checked by :func:`validate_prediction`).
         higher_is_better: direction of the score.
-        prediction: what the ``prediction`` column must hold (``label``, ``probability`` of the positive
-            class, ``real``, ``positive`` real, or a survival ``risk`` score where higher means earlier event).
+        prediction: what the ``prediction`` column must hold: ``label``, ``probability`` of the positive
+            class, ``real``, ``positive`` real, or a survival ``risk`` score (higher = earlier event).
         description: one line for the task card.
     """
 
@@ -175,17 +175,29 @@ def concordance_index(answers: pd.DataFrame, prediction: np.ndarray) -> float:
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("accuracy", accuracy, True, "label", "share of test rows whose predicted label is exactly right"),
+        Metric(
+            "accuracy", accuracy, True, "label", "share of test rows whose predicted label is exactly right"
+        ),
         Metric("macro_f1", macro_f1, True, "label", "F1 score averaged over classes with equal weight"),
         Metric("roc_auc", roc_auc, True, "probability", "area under the ROC curve of P(target = 1)"),
         Metric("log_loss", log_loss, False, "probability", "binary cross-entropy of P(target = 1)"),
         Metric("rmse", rmse, False, "real", "root mean squared error"),
         Metric("mae", mae, False, "real", "mean absolute error"),
-        Metric("poisson_deviance", poisson_deviance, False, "positive",
-               "mean Poisson deviance of the predicted expected count (must be > 0)"),
+        Metric(
+            "poisson_deviance",
+            poisson_deviance,
+            False,
+            "positive",
+            "mean Poisson deviance of the predicted expected count (must be > 0)",
+        ),
         Metric("smape", smape, False, "real", "symmetric mean absolute percentage error, in percent (0-200)"),
-        Metric("concordance_index", concordance_index, True, "risk",
-               "Harrell's concordance index of a risk score (higher risk = earlier event)"),
+        Metric(
+            "concordance_index",
+            concordance_index,
+            True,
+            "risk",
+            "Harrell's concordance index of a risk score (higher risk = earlier event)",
+        ),
     )
 }
 

@@ -37,7 +37,10 @@ _SCORE = {
     "log_loss": ("from sklearn.metrics import log_loss", "log_loss({y}, {p})"),
     "rmse": ("from sklearn.metrics import root_mean_squared_error", "root_mean_squared_error({y}, {p})"),
     "mae": ("from sklearn.metrics import mean_absolute_error", "mean_absolute_error({y}, {p})"),
-    "poisson_deviance": ("from sklearn.metrics import mean_poisson_deviance", "mean_poisson_deviance({y}, {p})"),
+    "poisson_deviance": (
+        "from sklearn.metrics import mean_poisson_deviance",
+        "mean_poisson_deviance({y}, {p})",
+    ),
     "smape": ("", "100 * np.mean(2 * np.abs({p} - {y}) / (np.abs({y}) + np.abs({p})))"),
 }
 
@@ -65,7 +68,7 @@ def reference_solutions(spec: TaskSpec, columns: dict[str, str]) -> dict[str, st
 
 # --- tabular: binary, multiclass, regression, count ---------------------------------------------------------
 
-_TABULAR = Template('''\
+_TABULAR = Template("""\
 import numpy as np
 import pandas as pd
 $imports
@@ -92,13 +95,14 @@ preprocess = ColumnTransformer([
 model = make_pipeline(preprocess, $model)
 fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
 model.fit(features(fit), fit[target])
-print(f"VALIDATION_SCORE={$score:.6f}")
+score = $score
+print(f"VALIDATION_SCORE={score:.6f}")
 
 model.fit(features(train), train[target])
 pd.DataFrame({"id": test["id"], "prediction": predict(test)}).to_csv("submission.csv", index=False)
-''')
+""")
 
-_BAGGED = Template('''\
+_BAGGED = Template("""\
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import $estimator
@@ -136,18 +140,19 @@ for fit_rows, val_rows in $folds(n_splits=5, shuffle=True, random_state=0).split
     out_of_fold[val_rows] = fold_raw
     test_raw = test_raw + raw(model, X_test) / 5
 $finish
-print(f"VALIDATION_SCORE={$score:.6f}")
+score = $score
+print(f"VALIDATION_SCORE={score:.6f}")
 pd.DataFrame({"id": test["id"], "prediction": finish(test_raw)}).to_csv("submission.csv", index=False)
-''')
+""")
 
-_TRIVIAL_TABULAR = Template('''\
+_TRIVIAL_TABULAR = Template("""\
 import pandas as pd
 
 train = pd.read_csv("public/train.csv")
 test = pd.read_csv("public/test.csv")
 constant = $constant
 pd.DataFrame({"id": test["id"], "prediction": constant}).to_csv("submission.csv", index=False)
-''')
+""")
 
 _TABULAR_IMPORTS = (
     "from sklearn.compose import ColumnTransformer",
@@ -155,62 +160,115 @@ _TABULAR_IMPORTS = (
     "from sklearn.model_selection import train_test_split",
     "from sklearn.pipeline import make_pipeline",
 )
-_LINEAR_STEPS = "make_pipeline(SimpleImputer(strategy=\"median\"), StandardScaler())"
-_ONE_HOT = "OneHotEncoder(handle_unknown=\"ignore\")"
-_ONE_HOT_DENSE = "OneHotEncoder(handle_unknown=\"ignore\", sparse_output=False)"
-_ORDINAL = "OrdinalEncoder(handle_unknown=\"use_encoded_value\", unknown_value=-1)"
-_MEDIAN = "SimpleImputer(strategy=\"median\")"
+_LINEAR_STEPS = 'make_pipeline(SimpleImputer(strategy="median"), StandardScaler())'
+_ONE_HOT = 'OneHotEncoder(handle_unknown="ignore")'
+_ONE_HOT_DENSE = 'OneHotEncoder(handle_unknown="ignore", sparse_output=False)'
+_ORDINAL = 'OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1)'
+_MEDIAN = 'SimpleImputer(strategy="median")'
 
 
 def _tabular_solutions(spec: TaskSpec, kind: str, categorical: list[str]) -> dict[str, str]:
     target = spec.target[0]
     classify = spec.type in ("binary", "multiclass")
     linear_prep = (_LINEAR_STEPS, _ONE_HOT, "from sklearn.preprocessing import OneHotEncoder, StandardScaler")
-    dense_prep = (_LINEAR_STEPS, _ONE_HOT_DENSE, "from sklearn.preprocessing import OneHotEncoder, StandardScaler")
+    dense_prep = (
+        _LINEAR_STEPS,
+        _ONE_HOT_DENSE,
+        "from sklearn.preprocessing import OneHotEncoder, StandardScaler",
+    )
     tree_prep = (_MEDIAN, _ORDINAL, "from sklearn.preprocessing import OrdinalEncoder")
 
     if classify:
         models = {
-            "linear_baseline": (linear_prep, "from sklearn.linear_model import LogisticRegression",
-                                "LogisticRegression(max_iter=2000)"),
-            "linear_strong_l2": (linear_prep, "from sklearn.linear_model import LogisticRegression",
-                                 "LogisticRegression(C=0.01, max_iter=2000)"),
-            "knn": (linear_prep, "from sklearn.neighbors import KNeighborsClassifier",
-                    "KNeighborsClassifier(n_neighbors=15)"),
+            "linear_baseline": (
+                linear_prep,
+                "from sklearn.linear_model import LogisticRegression",
+                "LogisticRegression(max_iter=2000)",
+            ),
+            "linear_strong_l2": (
+                linear_prep,
+                "from sklearn.linear_model import LogisticRegression",
+                "LogisticRegression(C=0.01, max_iter=2000)",
+            ),
+            "knn": (
+                linear_prep,
+                "from sklearn.neighbors import KNeighborsClassifier",
+                "KNeighborsClassifier(n_neighbors=15)",
+            ),
             "naive_bayes": (dense_prep, "from sklearn.naive_bayes import GaussianNB", "GaussianNB()"),
-            "decision_tree_shallow": (tree_prep, "from sklearn.tree import DecisionTreeClassifier",
-                                      "DecisionTreeClassifier(max_depth=3, random_state=0)"),
-            "random_forest": (tree_prep, "from sklearn.ensemble import RandomForestClassifier",
-                              "RandomForestClassifier(n_estimators=300, random_state=0)"),
-            "extra_trees": (tree_prep, "from sklearn.ensemble import ExtraTreesClassifier",
-                            "ExtraTreesClassifier(n_estimators=300, min_samples_leaf=2, random_state=0)"),
-            "gradient_boosting": (tree_prep, "from sklearn.ensemble import HistGradientBoostingClassifier",
-                                  "HistGradientBoostingClassifier(random_state=0)"),
+            "decision_tree_shallow": (
+                tree_prep,
+                "from sklearn.tree import DecisionTreeClassifier",
+                "DecisionTreeClassifier(max_depth=3, random_state=0)",
+            ),
+            "random_forest": (
+                tree_prep,
+                "from sklearn.ensemble import RandomForestClassifier",
+                "RandomForestClassifier(n_estimators=300, random_state=0)",
+            ),
+            "extra_trees": (
+                tree_prep,
+                "from sklearn.ensemble import ExtraTreesClassifier",
+                "ExtraTreesClassifier(n_estimators=300, min_samples_leaf=2, random_state=0)",
+            ),
+            "gradient_boosting": (
+                tree_prep,
+                "from sklearn.ensemble import HistGradientBoostingClassifier",
+                "HistGradientBoostingClassifier(random_state=0)",
+            ),
         }
     else:
         models = {
             "linear_baseline": (linear_prep, "from sklearn.linear_model import Ridge", "Ridge(alpha=1.0)"),
-            "lasso": (linear_prep, "from sklearn.linear_model import LassoCV", "LassoCV(cv=5, random_state=0)"),
-            "knn": (linear_prep, "from sklearn.neighbors import KNeighborsRegressor",
-                    "KNeighborsRegressor(n_neighbors=15)"),
-            "decision_tree_shallow": (tree_prep, "from sklearn.tree import DecisionTreeRegressor",
-                                      "DecisionTreeRegressor(max_depth=3, random_state=0)"),
-            "random_forest": (tree_prep, "from sklearn.ensemble import RandomForestRegressor",
-                              "RandomForestRegressor(n_estimators=300, min_samples_leaf=2, random_state=0)"),
-            "extra_trees": (tree_prep, "from sklearn.ensemble import ExtraTreesRegressor",
-                            "ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, random_state=0)"),
-            "gradient_boosting": (tree_prep, "from sklearn.ensemble import HistGradientBoostingRegressor",
-                                  "HistGradientBoostingRegressor(random_state=0)"),
+            "lasso": (
+                linear_prep,
+                "from sklearn.linear_model import LassoCV",
+                "LassoCV(cv=5, random_state=0)",
+            ),
+            "knn": (
+                linear_prep,
+                "from sklearn.neighbors import KNeighborsRegressor",
+                "KNeighborsRegressor(n_neighbors=15)",
+            ),
+            "decision_tree_shallow": (
+                tree_prep,
+                "from sklearn.tree import DecisionTreeRegressor",
+                "DecisionTreeRegressor(max_depth=3, random_state=0)",
+            ),
+            "random_forest": (
+                tree_prep,
+                "from sklearn.ensemble import RandomForestRegressor",
+                "RandomForestRegressor(n_estimators=300, min_samples_leaf=2, random_state=0)",
+            ),
+            "extra_trees": (
+                tree_prep,
+                "from sklearn.ensemble import ExtraTreesRegressor",
+                "ExtraTreesRegressor(n_estimators=300, min_samples_leaf=2, random_state=0)",
+            ),
+            "gradient_boosting": (
+                tree_prep,
+                "from sklearn.ensemble import HistGradientBoostingRegressor",
+                "HistGradientBoostingRegressor(random_state=0)",
+            ),
         }
         if kind == "positive":
-            models["linear_baseline"] = (linear_prep, "from sklearn.linear_model import PoissonRegressor",
-                                         "PoissonRegressor(alpha=1e-3, max_iter=1000)")
+            models["linear_baseline"] = (
+                linear_prep,
+                "from sklearn.linear_model import PoissonRegressor",
+                "PoissonRegressor(alpha=1e-3, max_iter=1000)",
+            )
             del models["lasso"]
-            models["log_linear"] = (linear_prep, "from sklearn.compose import TransformedTargetRegressor\n"
-                                    "from sklearn.linear_model import Ridge",
-                                    "TransformedTargetRegressor(Ridge(), func=np.log1p, inverse_func=np.expm1)")
-            models["gradient_boosting"] = (tree_prep, "from sklearn.ensemble import HistGradientBoostingRegressor",
-                                           'HistGradientBoostingRegressor(loss="poisson", random_state=0)')
+            models["log_linear"] = (
+                linear_prep,
+                "from sklearn.compose import TransformedTargetRegressor\n"
+                "from sklearn.linear_model import Ridge",
+                "TransformedTargetRegressor(Ridge(), func=np.log1p, inverse_func=np.expm1)",
+            )
+            models["gradient_boosting"] = (
+                tree_prep,
+                "from sklearn.ensemble import HistGradientBoostingRegressor",
+                'HistGradientBoostingRegressor(loss="poisson", random_state=0)',
+            )
 
     score_import, score_template = _SCORE[spec.metric]
     scripts = {"trivial": _trivial_tabular(target, kind)}
@@ -249,13 +307,17 @@ def _bagged(spec: TaskSpec, kind: str, categorical: list[str], score_import: str
     if classify:
         raw = "model.predict_proba(X)"
         if kind == "label":
-            finish = "def finish(probabilities):\n    return model.classes_[np.argmax(probabilities, axis=1)]\n"
+            finish = (
+                "def finish(probabilities):\n    return model.classes_[np.argmax(probabilities, axis=1)]\n"
+            )
         else:
             finish = "def finish(probabilities):\n    return probabilities[:, 1]\n"
     else:
         raw = "model.predict(X)"
-        finish = "def finish(values):\n    return np.maximum(values, 1e-3)\n" if kind == "positive" else (
-            "def finish(values):\n    return values\n"
+        finish = (
+            "def finish(values):\n    return np.maximum(values, 1e-3)\n"
+            if kind == "positive"
+            else ("def finish(values):\n    return values\n")
         )
     return _BAGGED.substitute(
         estimator="HistGradientBoostingClassifier" if classify else "HistGradientBoostingRegressor",
@@ -272,7 +334,7 @@ def _bagged(spec: TaskSpec, kind: str, categorical: list[str], score_import: str
 
 # --- forecast -----------------------------------------------------------------------------------------------
 
-_FORECAST = Template('''\
+_FORECAST = Template("""\
 import numpy as np
 import pandas as pd
 $imports
@@ -287,48 +349,72 @@ $forecast
 
 
 validation, actual = forecast(y[:-horizon], horizon), y[-horizon:]
-print(f"VALIDATION_SCORE={$score:.6f}")
+score = $score
+print(f"VALIDATION_SCORE={score:.6f}")
 pd.DataFrame({"id": test["id"], "prediction": forecast(y, horizon)}).to_csv("submission.csv", index=False)
-''')
+""")
 
 _FORECASTERS = {
-    "trivial": ("", '''\
+    "trivial": (
+        "",
+        """\
 def forecast(history, steps):
-    return np.full(steps, history[-1])'''),
-    "linear_baseline": ("from sklearn.linear_model import LinearRegression", '''\
+    return np.full(steps, history[-1])""",
+    ),
+    "linear_baseline": (
+        "from sklearn.linear_model import LinearRegression",
+        """\
 def design(t):
     return np.column_stack([t, np.eye(period)[t % period]])
 
 
-def forecast(history, steps, seasons=10):
+def forecast(history, steps, seasons=4):
     t = np.arange(len(history))[-seasons * period:]
     model = LinearRegression().fit(design(t), history[t])
-    return model.predict(design(np.arange(len(history), len(history) + steps)))'''),
-    "seasonal_naive": ("", '''\
+    return model.predict(design(np.arange(len(history), len(history) + steps)))""",
+    ),
+    "seasonal_naive": (
+        "",
+        """\
 def forecast(history, steps):
     last_season = history[-period:]
-    return np.array([last_season[k % period] for k in range(steps)])'''),
-    "drift": ("", '''\
+    return np.array([last_season[k % period] for k in range(steps)])""",
+    ),
+    "drift": (
+        "",
+        """\
 def forecast(history, steps):
     slope = (history[-1] - history[0]) / (len(history) - 1)
-    return history[-1] + slope * np.arange(1, steps + 1)'''),
-    "seasonal_mean": ("", '''\
+    return history[-1] + slope * np.arange(1, steps + 1)""",
+    ),
+    "seasonal_mean": (
+        "",
+        """\
 def forecast(history, steps, seasons=3):
     n = min(seasons, len(history) // period) * period
     recent = history[-n:].reshape(-1, period).mean(axis=0)
-    return np.array([recent[k % period] for k in range(steps)])'''),
-    "holt_winters": ("from statsmodels.tsa.holtwinters import ExponentialSmoothing", '''\
+    return np.array([recent[k % period] for k in range(steps)])""",
+    ),
+    "holt_winters": (
+        "from statsmodels.tsa.holtwinters import ExponentialSmoothing",
+        """\
 def forecast(history, steps):
     seasonal = "add" if period > 1 else None
     model = ExponentialSmoothing(history, trend="add", damped_trend=True, seasonal=seasonal,
                                  seasonal_periods=period if seasonal else None)
-    return model.fit().forecast(steps)'''),
-    "autoregressive": ("from statsmodels.tsa.ar_model import AutoReg", '''\
+    return model.fit().forecast(steps)""",
+    ),
+    "autoregressive": (
+        "from statsmodels.tsa.ar_model import AutoReg",
+        """\
 def forecast(history, steps):
     lags = min(2 * period + 1, len(history) // 4)
     model = AutoReg(history, lags=lags, trend="ct", seasonal=period > 1, period=period).fit()
-    return model.predict(start=len(history), end=len(history) + steps - 1)'''),
-    "gradient_boosting": ("from sklearn.ensemble import HistGradientBoostingRegressor", '''\
+    return model.predict(start=len(history), end=len(history) + steps - 1)""",
+    ),
+    "gradient_boosting": (
+        "from sklearn.ensemble import HistGradientBoostingRegressor",
+        """\
 def design(t):
     return np.column_stack([t, t % period])
 
@@ -336,8 +422,11 @@ def design(t):
 def forecast(history, steps):
     t = np.arange(len(history))
     model = HistGradientBoostingRegressor(random_state=0).fit(design(t), history)
-    return model.predict(design(np.arange(len(history), len(history) + steps)))'''),
-    "random_forest": ("from sklearn.ensemble import RandomForestRegressor", '''\
+    return model.predict(design(np.arange(len(history), len(history) + steps)))""",
+    ),
+    "random_forest": (
+        "from sklearn.ensemble import RandomForestRegressor",
+        """\
 def design(t):
     return np.column_stack([t, t % period])
 
@@ -346,9 +435,12 @@ def forecast(history, steps):
     t = np.arange(len(history))
     model = RandomForestRegressor(n_estimators=200, min_samples_leaf=2, random_state=0)
     model.fit(design(t), history)
-    return model.predict(design(np.arange(len(history), len(history) + steps)))'''),
-    "trend_plus_boosting": ("from sklearn.ensemble import HistGradientBoostingRegressor\n"
-                            "from sklearn.linear_model import LinearRegression", '''\
+    return model.predict(design(np.arange(len(history), len(history) + steps)))""",
+    ),
+    "trend_plus_boosting": (
+        "from sklearn.ensemble import HistGradientBoostingRegressor\n"
+        "from sklearn.linear_model import LinearRegression",
+        """\
 def forecast(history, steps):
     t = np.arange(len(history))
     future = np.arange(len(history), len(history) + steps)
@@ -357,7 +449,8 @@ def forecast(history, steps):
     residual = history - trend.predict(t[:, None])
     boost = HistGradientBoostingRegressor(max_iter=200, random_state=0)
     boost.fit(np.column_stack([t % period]), residual)
-    return trend.predict(future[:, None]) + boost.predict(np.column_stack([future % period]))'''),
+    return trend.predict(future[:, None]) + boost.predict(np.column_stack([future % period]))""",
+    ),
 }
 
 
@@ -381,7 +474,7 @@ def _forecast_solutions(spec: TaskSpec) -> dict[str, str]:
 
 # --- survival -----------------------------------------------------------------------------------------------
 
-_SURVIVAL = Template('''\
+_SURVIVAL = Template("""\
 import numpy as np
 import pandas as pd
 from lifelines.utils import concordance_index
@@ -409,63 +502,91 @@ $risk
 fit_rows, val_rows = train_test_split(np.arange(len(train)), test_size=0.25, random_state=0)
 fit, val = train.iloc[fit_rows], train.iloc[val_rows]
 val_risk = risk(X.iloc[fit_rows], fit["time"], fit["event"], X.iloc[val_rows])
-print(f"VALIDATION_SCORE={concordance_index(val['time'], -val_risk, val['event']):.6f}")
+score = concordance_index(val["time"], -val_risk, val["event"])
+print(f"VALIDATION_SCORE={score:.6f}")
 prediction = risk(X, train["time"], train["event"], X_test)
 pd.DataFrame({"id": test["id"], "prediction": prediction}).to_csv("submission.csv", index=False)
-''')
+""")
 
 _RISKS = {
-    "trivial": ("", '''\
+    "trivial": (
+        "",
+        """\
 def risk(X_fit, time, event, X_new):
-    return np.zeros(len(X_new))'''),
-    "linear_baseline": ("from lifelines import CoxPHFitter", '''\
+    return np.zeros(len(X_new))""",
+    ),
+    "linear_baseline": (
+        "from lifelines import CoxPHFitter",
+        """\
 def risk(X_fit, time, event, X_new, penalizer=0.1):
     mean, std = X_fit.mean(), X_fit.std().replace(0, 1)
     cox = CoxPHFitter(penalizer=penalizer)
     cox.fit(((X_fit - mean) / std).assign(time=time.values, event=event.values), "time", "event")
-    return cox.predict_partial_hazard((X_new - mean) / std).to_numpy()'''),
-    "cox_light_penalty": ("from lifelines import CoxPHFitter", '''\
+    return cox.predict_partial_hazard((X_new - mean) / std).to_numpy()""",
+    ),
+    "cox_light_penalty": (
+        "from lifelines import CoxPHFitter",
+        """\
 def risk(X_fit, time, event, X_new, penalizer=0.01):
     mean, std = X_fit.mean(), X_fit.std().replace(0, 1)
     cox = CoxPHFitter(penalizer=penalizer)
     cox.fit(((X_fit - mean) / std).assign(time=time.values, event=event.values), "time", "event")
-    return cox.predict_partial_hazard((X_new - mean) / std).to_numpy()'''),
-    "single_feature": ("", '''\
+    return cox.predict_partial_hazard((X_new - mean) / std).to_numpy()""",
+    ),
+    "single_feature": (
+        "",
+        """\
 def risk(X_fit, time, event, X_new):
     scores = {c: concordance_index(time, -X_fit[c], event) for c in X_fit.columns}
     best = max(scores, key=lambda c: abs(scores[c] - 0.5))
     sign = 1.0 if scores[best] >= 0.5 else -1.0
-    return sign * X_new[best].to_numpy()'''),
-    "logistic_event": ("from sklearn.linear_model import LogisticRegression\n"
-                       "from sklearn.pipeline import make_pipeline\n"
-                       "from sklearn.preprocessing import StandardScaler", '''\
+    return sign * X_new[best].to_numpy()""",
+    ),
+    "logistic_event": (
+        "from sklearn.linear_model import LogisticRegression\n"
+        "from sklearn.pipeline import make_pipeline\n"
+        "from sklearn.preprocessing import StandardScaler",
+        """\
 def risk(X_fit, time, event, X_new):
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
     model.fit(X_fit, event)
-    return model.predict_proba(X_new)[:, 1]'''),
-    "weibull_aft": ("from lifelines import WeibullAFTFitter", '''\
+    return model.predict_proba(X_new)[:, 1]""",
+    ),
+    "weibull_aft": (
+        "from lifelines import WeibullAFTFitter",
+        """\
 def risk(X_fit, time, event, X_new):
     mean, std = X_fit.mean(), X_fit.std().replace(0, 1)
     aft = WeibullAFTFitter(penalizer=0.01)
     aft.fit(((X_fit - mean) / std).assign(time=time.values, event=event.values), "time", "event")
-    return -np.log(aft.predict_expectation((X_new - mean) / std).to_numpy())'''),
-    "random_forest_log_time": ("from sklearn.ensemble import RandomForestRegressor", '''\
+    return -np.log(aft.predict_expectation((X_new - mean) / std).to_numpy())""",
+    ),
+    "random_forest_log_time": (
+        "from sklearn.ensemble import RandomForestRegressor",
+        """\
 def risk(X_fit, time, event, X_new):
     model = RandomForestRegressor(n_estimators=300, min_samples_leaf=5, random_state=0)
     model.fit(X_fit, np.log(time), sample_weight=np.where(event == 1, 1.0, 0.5))
-    return -model.predict(X_new)'''),
-    "gradient_boosting_event": ("from sklearn.ensemble import HistGradientBoostingClassifier", '''\
+    return -model.predict(X_new)""",
+    ),
+    "gradient_boosting_event": (
+        "from sklearn.ensemble import HistGradientBoostingClassifier",
+        """\
 def risk(X_fit, time, event, X_new):
     model = HistGradientBoostingClassifier(max_iter=100, learning_rate=0.05, random_state=0)
     model.fit(X_fit, event)
-    return model.predict_proba(X_new)[:, 1]'''),
-    "knn_event": ("from sklearn.neighbors import KNeighborsClassifier\n"
-                  "from sklearn.pipeline import make_pipeline\n"
-                  "from sklearn.preprocessing import StandardScaler", '''\
+    return model.predict_proba(X_new)[:, 1]""",
+    ),
+    "knn_event": (
+        "from sklearn.neighbors import KNeighborsClassifier\n"
+        "from sklearn.pipeline import make_pipeline\n"
+        "from sklearn.preprocessing import StandardScaler",
+        """\
 def risk(X_fit, time, event, X_new):
     model = make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=25))
     model.fit(X_fit, event)
-    return model.predict_proba(X_new)[:, 1]'''),
+    return model.predict_proba(X_new)[:, 1]""",
+    ),
 }
 
 

@@ -97,7 +97,7 @@ class TaskSuite:
                     if recorded and any(sha[f] != recorded[f] for f in DATA_FILES):
                         raise TaskCacheError("its data differ from the recorded build")
                 except TaskCacheError as exc:
-                    log.warning("task cache %s is corrupted (%s); rebuilding it", root, exc)
+                    log.warning("task cache %s is out of date or corrupted (%s); rebuilding it", root, exc)
                     sha = None
             if sha is None:
                 sha = materialise(spec, root)
