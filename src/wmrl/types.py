@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Status(str, enum.Enum):
@@ -99,4 +102,132 @@ class Outcome:
         return cls(**{**d, "flags": tuple(d.get("flags", ()))})
 
 
-__all__ = ["Outcome", "Source", "Status"]
+
+
+# -- rollouts ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Turn:
+    """One agent turn: what the policy wrote, the code parsed from it, and the environment's answer.
+
+    Attributes:
+        response: the policy's text for this turn (analysis + one fenced python block).
+        code: the python block parsed from ``response`` (``None``: no complete block, a ``malformed`` turn).
+        outcome: the environment's outcome for ``code``.
+        response_tokens: number of tokens the policy generated this turn.
+        finish_reason: ``stop`` (EOS / the code block closed) or ``length``.
+    """
+
+    response: str
+    code: str | None
+    outcome: Outcome
+    response_tokens: int
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """All turns of one rollout of one task.
+
+    ``reward`` is the maximum turn reward (DESIGN.md section 1); ``None`` (missing) when any turn's outcome is
+    missing: the rollout then stops and is excluded from its group, never scored 0.
+    """
+
+    task_id: str
+    group: int
+    turns: tuple[Turn, ...]
+    source: Source = Source.REAL
+
+    @property
+    def reward(self) -> float | None:
+        if not self.turns or any(t.outcome.missing for t in self.turns):
+            return None
+        return max(t.outcome.reward for t in self.turns)  # type: ignore[type-var]
+
+    @property
+    def best(self) -> Outcome | None:
+        graded = [t.outcome for t in self.turns if not t.outcome.missing]
+        return max(graded, key=lambda o: o.reward) if graded else None  # type: ignore[arg-type, return-value]
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """The rollouts of one training step, as the RL hooks and the loss see them.
+
+    Shapes: ``N = groups x group_size`` trajectories, ``L`` = padded token length (prompt + all turns).
+    Tokens are right-padded. The reward hooks may edit ``rewards`` / ``graded`` in place; the advantage hooks
+    may edit ``advantages`` in place; nothing else changes after the rollout.
+
+    Attributes:
+        trajectories: ``[N]`` the turns, outcomes and texts.
+        group_ids: ``[N]`` long, the group of each trajectory (rows of a group share a task).
+        input_ids: ``[N, L]`` long, prompt, responses and observations.
+        attention_mask: ``[N, L]`` bool, real tokens.
+        response_mask: ``[N, L]`` bool, tokens the policy generated (the loss's tokens); observations,
+            prompts and padding are False.
+        old_logprobs: ``[N, L]`` float, behaviour log-probs of response tokens (0 elsewhere).
+        rewards: ``[N]`` float, trajectory rewards (NaN where missing).
+        graded: ``[N]`` bool, the reward exists (not an infrastructure failure).
+        is_real: ``[N]`` bool, the reward came from real execution (anchors); else from a world model.
+        advantages: ``[N]`` float, group-normalised advantages (filled before the advantage hooks).
+        used: ``[N]`` bool, rows that carry gradient (graded, in a group with >= 2 graded rows).
+    """
+
+    trajectories: tuple[Trajectory, ...]
+    group_ids: torch.Tensor
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    rewards: torch.Tensor
+    graded: torch.Tensor
+    is_real: torch.Tensor
+    advantages: torch.Tensor
+    used: torch.Tensor
+
+    def __post_init__(self) -> None:
+        n = len(self.trajectories)
+        length = self.input_ids.shape[1] if self.input_ids.dim() == 2 else -1
+        for name in ("group_ids", "rewards", "graded", "is_real", "advantages", "used"):
+            shape = tuple(getattr(self, name).shape)
+            if shape != (n,):
+                raise ValueError(f"RolloutBatch.{name} must have shape ({n},) (N trajectories); got {shape}")
+        for name in ("input_ids", "attention_mask", "response_mask", "old_logprobs"):
+            shape = tuple(getattr(self, name).shape)
+            if shape != (n, length):
+                raise ValueError(f"RolloutBatch.{name} must have shape ({n}, {length}) (N, L); got {shape}")
+
+    def __len__(self) -> int:
+        return len(self.trajectories)
+
+
+@dataclass
+class RolloutPlan:
+    """Which environment serves each group of a step (``on_rollout_plan`` hooks may re-route groups).
+
+    Routing is group-pure: every rollout of a group meets the same environment, so GRPO's within-group
+    normalisation sees one reward scale.
+
+    Attributes:
+        task_ids: ``[G]`` the task of each group.
+        group_size: rollouts per group.
+        environments: ``[G]`` the environment name serving each group (``"real"`` or ``"world_model"``).
+    """
+
+    task_ids: list[str]
+    group_size: int
+    environments: list[str]
+
+    def __post_init__(self) -> None:
+        if len(self.environments) != len(self.task_ids):
+            raise ValueError(
+                f"RolloutPlan.environments must have one entry per group: expected {len(self.task_ids)}, "
+                f"got {len(self.environments)}"
+            )
+
+    @property
+    def anchor_mask(self) -> list[bool]:
+        """``[G]`` groups executed for real."""
+        return [e == "real" for e in self.environments]
+
+
+__all__ = ["Outcome", "RolloutBatch", "RolloutPlan", "Source", "Status", "Trajectory", "Turn"]

@@ -1,0 +1,374 @@
+"""`GRPOModule`: GRPO for AutoResearch agents; with no WMRL callbacks it is real-execution GRPO (the baseline).
+
+``training_step`` reads like the method::
+
+    plan = route(groups)                     # on_rollout_plan: which environment serves each group
+    batch = rollout(plan)                    # on_rollout_end
+    rewards                                  # on_rewards: e.g. calibrate world-model rewards
+    advantages = group_normalise(batch)      # on_advantages: e.g. weight anchor groups
+    loss = clipped surrogate + KL - entropy  # micro-batched, one optimizer step per training step
+
+Differences from the paper's verl setup: one optimizer step per rollout batch (so the behaviour log-probs
+of the rollout engine are the old log-probs, as in the paper), rollouts and training share one process and
+the policy's weights (no weight sync on CPU), and only trainable parameters (the LoRA adapter) are stored in
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Literal
+
+import lightning.pytorch as pl
+import torch
+
+from wmrl.algorithms.grpo import aggregation_normaliser, entropy_from_logits, group_advantages, grpo_loss, token_logprobs
+from wmrl.callbacks.base import dispatch
+from wmrl.models import LoraSettings
+from wmrl.rollout.agent import AgentLoop, AgentSettings, RolloutState
+from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
+
+log = logging.getLogger(__name__)
+
+LossAggregation = Literal["token_mean", "seq_mean_token_mean", "dr_grpo"]
+
+
+class GRPOModule(pl.LightningModule):
+    """GRPO over multi-turn AutoResearch rollouts.
+
+    Args:
+        model: the policy: the built-in ``smollm2-135m-instruct``, a local checkpoint dir or an offline HF id.
+        lora: LoRA adapter settings (``null`` trains the full model and keeps a frozen copy as reference).
+        dtype: ``float32`` (CPU) or ``bfloat16``.
+        environment: the real environment (default: the process sandbox over the shipped task suite).
+        group_size: rollouts per task per step (linked from ``data.group_size``).
+        max_turns: turns per rollout (paper 4; CPU default 1).
+        max_new_tokens: policy tokens per turn.
+        observation_tokens: cap on each feedback turn (head + tail kept).
+        temperature / top_p: training sampling; ``eval_temperature`` for held-out evaluation (paper 0.8).
+        lr / weight_decay: AdamW over the trainable parameters.
+        clip_eps: PPO clip range (paper 0.2). kl_coef: KL loss to the reference (paper 0.04, k3).
+        entropy_coef: entropy bonus (paper 0.002). loss_aggregation: how token losses are averaged.
+        micro_batch_size: trajectories per forward/backward pass (gradient accumulation inside a step).
+        generation_batch_size: prompts per generation pass.
+        max_grad_norm: gradient clipping.
+        seed: seeds rollouts (step ``s`` samples with seed ``seed + s``: a resumed run continues exactly).
+        policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
+    """
+
+    def __init__(
+        self,
+        model: str = "smollm2-135m-instruct",
+        lora: LoraSettings | None = LoraSettings(),
+        dtype: str = "float32",
+        environment: Any = None,
+        group_size: int = 4,
+        max_turns: int = 1,
+        max_new_tokens: int = 512,
+        observation_tokens: int = 1024,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        eval_temperature: float = 0.8,
+        lr: float = 1e-5,
+        weight_decay: float = 0.0,
+        clip_eps: float = 0.2,
+        kl_coef: float = 0.04,
+        entropy_coef: float = 0.002,
+        loss_aggregation: LossAggregation = "token_mean",
+        micro_batch_size: int = 4,
+        generation_batch_size: int = 8,
+        max_grad_norm: float = 1.0,
+        seed: int = 0,
+        policy: tuple | None = None,
+    ) -> None:
+        super().__init__()
+        _validate(locals())
+        self.save_hyperparameters(ignore=["environment", "policy"])
+        self.automatic_optimization = False
+        self.strict_loading = False  # checkpoints hold the trainable parameters only
+        if policy is not None:
+            self.policy, self.tokenizer = policy
+        else:
+            from wmrl.models import load_policy
+
+            self.policy, self.tokenizer = load_policy(model, lora, dtype=dtype)
+        self.uses_lora = hasattr(self.policy, "disable_adapter") and hasattr(self.policy, "peft_config")
+        self._frozen_reference = None
+        if kl_coef > 0 and not self.uses_lora:
+            from wmrl.models import frozen_copy
+
+            self._frozen_reference = [frozen_copy(self.policy)]  # a list: not a submodule, not in checkpoints
+        if environment is None:
+            from wmrl.environments.real import SandboxEnvironment
+
+            environment = SandboxEnvironment()
+        self.environments = {"real": environment}
+        from wmrl.rollout.hf_engine import HFGenerationEngine
+
+        self.engine = HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=generation_batch_size)
+        self.agent = AgentLoop(
+            self.tokenizer,
+            self.engine,
+            AgentSettings(max_turns, max_new_tokens, observation_tokens, temperature, top_p),
+        )
+        self.eval_agent = AgentLoop(
+            self.tokenizer,
+            self.engine,
+            AgentSettings(max_turns, max_new_tokens, observation_tokens, eval_temperature, top_p),
+        )
+        self._eval_results: list[dict] = []
+        self.eval_history: list[tuple[str, dict]] = []
+
+    # -- the method ------------------------------------------------------------------------------------
+    def training_step(self, task_ids: list[str], batch_idx: int) -> None:
+        hp = self.hparams
+        plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
+        dispatch("on_rollout_plan", self.trainer, self, plan)
+        batch = self.rollout(plan, seed=hp.seed + self.global_step)
+        dispatch("on_rollout_end", self.trainer, self, batch)
+        dispatch("on_rewards", self.trainer, self, batch)
+        advantages, used = group_advantages(
+            torch.nan_to_num(batch.rewards), batch.group_ids, batch.graded
+        )
+        batch.advantages.copy_(advantages.to(batch.advantages.dtype))
+        batch.used.copy_(used)
+        dispatch("on_advantages", self.trainer, self, batch)
+        start = time.perf_counter()
+        metrics = self.update(batch)
+        metrics["time/update"] = time.perf_counter() - start
+        metrics.update(self.rollout_metrics(batch))
+        self.log_dict(metrics, on_step=True, batch_size=len(batch))
+        self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
+
+    # -- rollouts --------------------------------------------------------------------------------------
+    def rollout(self, plan: RolloutPlan, seed: int, agent: AgentLoop | None = None) -> RolloutBatch:
+        """Play ``plan``: ``group_size`` rollouts per group, each group in its planned environment."""
+        agent = agent or self.agent
+        states: list[RolloutState] = []
+        for group, (task_id, env_name) in enumerate(zip(plan.task_ids, plan.environments, strict=True)):
+            if env_name not in self.environments:
+                raise KeyError(
+                    f"the rollout plan routes group {group} to {env_name!r}, but the module has only "
+                    f"{sorted(self.environments)}; add the callback that provides it"
+                )
+            env = self.environments[env_name]
+            prompt = self.environments["real"].prompt(task_id)
+            states += [agent.start(task_id, group, prompt, env) for _ in range(plan.group_size)]
+        self._timings = agent.run(states, seed=seed)
+        return collate(states, self.tokenizer.pad_token_id)
+
+    def rollout_metrics(self, batch: RolloutBatch) -> dict[str, float]:
+        trajectories = batch.trajectories
+        turns = [t for tr in trajectories for t in tr.turns]
+        graded = batch.rewards[batch.graded]
+        real = batch.rewards[batch.graded & batch.is_real]
+        statuses = [tr.best.status for tr in trajectories if tr.best is not None]
+        metrics = {
+            "reward/mean": float(graded.mean()) if len(graded) else math.nan,
+            "reward/real_mean": float(real.mean()) if len(real) else math.nan,
+            "rollout/valid_rate": sum(s is Status.VALID for s in statuses) / max(len(trajectories), 1),
+            "rollout/code_block_rate": sum(t.code is not None for t in turns) / max(len(turns), 1),
+            "rollout/truncated_rate": sum(t.finish_reason == "length" for t in turns) / max(len(turns), 1),
+            "rollout/response_tokens": sum(t.response_tokens for t in turns) / max(len(turns), 1),
+            "rollout/missing": float((~batch.graded).sum()),
+            "rollout/used_fraction": float(batch.used.float().mean()),
+            "anchor/executions": float(sum(tr.source is Source.REAL for tr in trajectories for _ in tr.turns)),
+        }
+        metrics.update({f"time/{k}": v for k, v in self._timings.items()})
+        return metrics
+
+    # -- the update ------------------------------------------------------------------------------------
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        """One optimizer step over the batch, micro-batched with globally normalised losses."""
+        hp = self.hparams
+        optimizer = self.optimizers()
+        mask = batch.response_mask & batch.used[:, None]
+        rows = batch.used.nonzero().flatten().tolist()
+        totals = {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, "loss/entropy": 0.0, "loss/clip_fraction": 0.0}
+        if not rows or not bool(mask.any()):
+            totals["train/skipped_step"] = 1.0
+            return totals
+        max_tokens = hp.max_new_tokens * hp.max_turns
+        normaliser = aggregation_normaliser(mask[rows], hp.loss_aggregation, max_tokens=max_tokens)
+        optimizer.zero_grad(set_to_none=True)
+        for start in range(0, len(rows), hp.micro_batch_size):
+            chunk = rows[start : start + hp.micro_batch_size]
+            out = self._micro_batch_loss(batch, chunk, mask, normaliser, max_tokens)
+            self.manual_backward(out.loss)
+            totals["loss/total"] += float(out.loss.detach())
+            for key, value in (("pg", out.pg_loss), ("kl", out.kl), ("entropy", out.entropy),
+                               ("clip_fraction", out.clip_fraction)):
+                totals[f"loss/{key}"] += 0.0 if math.isnan(float(value)) else float(value)
+        self.clip_gradients(optimizer, gradient_clip_val=hp.max_grad_norm, gradient_clip_algorithm="norm")
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        totals["train/skipped_step"] = 0.0
+        return totals
+
+    def _micro_batch_loss(self, batch: RolloutBatch, rows: list[int], mask, normaliser: float, max_tokens: int):
+        hp = self.hparams
+        ids = batch.input_ids[rows]
+        attention = batch.attention_mask[rows]
+        length = int(attention.sum(1).max())
+        ids, attention = ids[:, :length], attention[:, :length]
+        window_mask = mask[rows][:, :length]
+        first = int(window_mask.float().argmax(1)[window_mask.any(1)].min())
+        window = slice(first - 1, length)  # logits at p-1 predict the token at p
+        keep = length - first + 1
+        logits = self.policy(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+        logprobs = token_logprobs(logits, ids[:, window], temperature=hp.temperature)
+        entropy = entropy_from_logits(logits, temperature=hp.temperature) if hp.entropy_coef > 0 else None
+        ref = self._reference_logprobs(ids, attention, window, keep) if hp.kl_coef > 0 else None
+        return grpo_loss(
+            logprobs,
+            batch.old_logprobs[rows][:, window],
+            ref,
+            batch.advantages[rows],
+            window_mask[:, window],
+            entropy,
+            clip_eps=hp.clip_eps,
+            kl_coef=hp.kl_coef,
+            entropy_coef=hp.entropy_coef,
+            mode=hp.loss_aggregation,
+            normaliser=normaliser,
+            max_tokens=max_tokens,
+        )
+
+    @torch.no_grad()
+    def _reference_logprobs(self, ids, attention, window: slice, keep: int) -> torch.Tensor:
+        if self.uses_lora:
+            from wmrl.models import reference_mode
+
+            with reference_mode(self.policy) as reference:
+                logits = reference(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+        else:
+            reference = self._frozen_reference[0]
+            logits = reference(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+        return token_logprobs(logits, ids[:, window], temperature=self.hparams.temperature)
+
+    def configure_optimizers(self):
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the policy has no trainable parameters (check model.init_args.lora)")
+        return torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+
+    # -- held-out evaluation (real execution only) -----------------------------------------------------
+    def evaluate(self, task_id: str, samples: int, seed: int) -> dict:
+        """``samples`` rollouts of one held-out task at the evaluation temperature, executed for real."""
+        plan = RolloutPlan([task_id], samples, ["real"])
+        batch = self.rollout(plan, seed=seed, agent=self.eval_agent)
+        positions = []
+        valid = 0
+        for trajectory in batch.trajectories:
+            best = max(
+                (t.outcome.position for t in trajectory.turns if t.outcome.status is Status.VALID), default=None
+            )
+            valid += best is not None
+            positions.append(best)
+        valid_positions = [p for p in positions if p is not None]
+        mean_best = sum(valid_positions) / len(valid_positions) if valid_positions else 0.0
+        return {
+            "task_id": task_id,
+            "valid_rate": valid / samples,
+            "mean_position": sum(p or 0.0 for p in positions) / samples,
+            "best_of_k": max(valid_positions, default=0.0),
+            "score": (valid / samples) * mean_best,  # the paper's per-task value
+        }
+
+    def validation_step(self, item: tuple[str, int], batch_idx: int) -> None:
+        task_id, samples = item
+        self._eval_results.append(self.evaluate(task_id, samples, seed=10_000 + batch_idx))
+
+    def on_validation_epoch_start(self) -> None:
+        self._eval_results = []
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_eval("heldout")
+
+    def test_step(self, item: tuple[str, int], batch_idx: int) -> None:
+        self.validation_step(item, batch_idx)
+
+    def on_test_epoch_start(self) -> None:
+        self._eval_results = []
+
+    def on_test_epoch_end(self) -> None:
+        self._log_eval("test")
+
+    def _log_eval(self, prefix: str) -> None:
+        results = self._eval_results
+        if not results or self.trainer.sanity_checking:
+            return
+        summary = {
+            key: sum(r[key] for r in results) / len(results)
+            for key in ("valid_rate", "mean_position", "best_of_k", "score")
+        }
+        self.log_dict({f"{prefix}/{k}": v for k, v in summary.items()}, batch_size=len(results))
+        for r in results:
+            self.log(f"{prefix}_task/{r['task_id']}/score", r["score"], batch_size=1)
+        self.eval_history.append((f"step {self.global_step}", summary))
+        log.warning(
+            "held-out (step %d): score %.3f, mean position %.3f, valid rate %.2f, best-of-k %.3f",
+            self.global_step, summary["score"], summary["mean_position"], summary["valid_rate"], summary["best_of_k"],
+        )
+
+    # -- checkpoints -----------------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        trainable = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+
+
+def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
+    """Right-pad finished rollouts into a :class:`RolloutBatch`."""
+    n = len(states)
+    length = max(len(s.token_ids) for s in states)
+    input_ids = torch.full((n, length), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((n, length), dtype=torch.bool)
+    response = torch.zeros((n, length), dtype=torch.bool)
+    old = torch.zeros((n, length), dtype=torch.float32)
+    for i, s in enumerate(states):
+        k = len(s.token_ids)
+        input_ids[i, :k] = torch.tensor(s.token_ids)
+        attention[i, :k] = True
+        response[i, :k] = torch.tensor(s.response_mask)
+        old[i, :k] = torch.tensor(s.logprobs)
+    trajectories = tuple(s.trajectory() for s in states)
+    rewards = torch.tensor([math.nan if t.reward is None else t.reward for t in trajectories], dtype=torch.float32)
+    return RolloutBatch(
+        trajectories=trajectories,
+        group_ids=torch.tensor([s.group for s in states], dtype=torch.long),
+        input_ids=input_ids,
+        attention_mask=attention,
+        response_mask=response,
+        old_logprobs=old,
+        rewards=rewards,
+        graded=~torch.isnan(rewards),
+        is_real=torch.tensor([t.source is Source.REAL for t in trajectories]),
+        advantages=torch.zeros(n, dtype=torch.float32),
+        used=torch.zeros(n, dtype=torch.bool),
+    )
+
+
+def _validate(args: dict) -> None:
+    """Report every bad constructor value at once, naming the config key."""
+    key = "model.init_args."
+    checks = [
+        (args["group_size"] >= 2, f"{key}group_size must be >= 2 for group-relative advantages (got {args['group_size']}); "
+                                  "set data.group_size"),
+        (args["max_turns"] >= 1, f"{key}max_turns must be >= 1 (got {args['max_turns']})"),
+        (args["max_new_tokens"] >= 1, f"{key}max_new_tokens must be >= 1 (got {args['max_new_tokens']})"),
+        (args["clip_eps"] > 0, f"{key}clip_eps must be > 0, e.g. 0.2 (got {args['clip_eps']})"),
+        (args["kl_coef"] >= 0, f"{key}kl_coef must be >= 0 (got {args['kl_coef']})"),
+        (args["entropy_coef"] >= 0, f"{key}entropy_coef must be >= 0 (got {args['entropy_coef']})"),
+        (args["lr"] > 0, f"{key}lr must be > 0 (got {args['lr']})"),
+        (args["temperature"] > 0, f"{key}temperature must be > 0 for training rollouts (got {args['temperature']})"),
+        (args["eval_temperature"] >= 0, f"{key}eval_temperature must be >= 0 (got {args['eval_temperature']})"),
+        (0 < args["top_p"] <= 1, f"{key}top_p must be in (0, 1] (got {args['top_p']})"),
+        (args["micro_batch_size"] >= 1, f"{key}micro_batch_size must be >= 1 (got {args['micro_batch_size']})"),
+        (args["loss_aggregation"] in ("token_mean", "seq_mean_token_mean", "dr_grpo"),
+         f"{key}loss_aggregation must be token_mean, seq_mean_token_mean or dr_grpo (got {args['loss_aggregation']!r})"),
+    ]
+    problems = [message for ok, message in checks if not ok]
+    if problems:
+        raise ValueError("invalid GRPOModule configuration:\n  - " + "\n  - ".join(problems))

@@ -1,0 +1,216 @@
+"""The multi-turn AutoResearch agent loop.
+
+Each turn the policy writes a short analysis and one fenced python block; the environment (the real sandbox or
+a world model) answers with feedback that becomes the next user turn. Observation tokens are masked from the
+loss; only tokens the policy sampled carry gradient. The trajectory reward is the best turn's.
+
+Token layout of one rollout (``R`` = response tokens, the only ones in ``response_mask``)::
+
+    [chat(system, task prompt) + assistant header] R1 [end of turn + user(feedback 1) + assistant header] R2 ...
+
+The bridge between turns is rendered by the tokenizer's chat template and tokenized on its own, so the
+sampled tokens are kept exactly as sampled (their behaviour log-probs stay valid).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from wmrl.rollout.engine import GenerationEngine, SamplingParams
+from wmrl.types import Outcome, Source, Trajectory, Turn
+
+SYSTEM_PROMPT = (
+    "You are an expert machine-learning engineer. You solve a prediction task by writing one complete, "
+    "runnable Python script. Reply with two to four sentences of analysis, then exactly one ```python code "
+    "block holding the whole script. The script reads public/train.csv and public/test.csv, writes "
+    "submission.csv with columns id,prediction, and may print VALIDATION_SCORE=<float>. Keep it compact."
+)
+FEEDBACK_TEMPLATE = (
+    "Execution result of your script:\n{feedback}\n\n"
+    "Write an improved complete script in one ```python code block."
+)
+_CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def extract_code(text: str) -> str | None:
+    """The first complete fenced python block of ``text`` (``None`` if there is none).
+
+    >>> extract_code("Plan.\\n```python\\nprint(1)\\n```\\nmore")
+    'print(1)\\n'
+    >>> extract_code("```python\\nprint(1)\\n") is None  # cut off before the block closed
+    True
+    """
+    match = _CODE_BLOCK.search(text)
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """One turn to answer: the task, the parsed code (``None``: no block), the full response, the history."""
+
+    task_id: str
+    code: str | None
+    response: str
+    history: tuple[Turn, ...] = ()
+
+
+class Environment(Protocol):
+    """What the agent loop needs from an environment (real sandbox or world model)."""
+
+    source: Source
+
+    def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]: ...
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """The agent's turn structure.
+
+    Attributes:
+        max_turns: turns per rollout (paper: 4, forced; CPU default: 1).
+        max_new_tokens: policy tokens per turn (paper: 4096; CPU: 512).
+        observation_tokens: cap on each feedback turn, head + tail kept (paper: 1024).
+        temperature / top_p: sampling (paper: 1.0 for training, 0.8 for evaluation).
+        system_prompt: the system message.
+    """
+
+    max_turns: int = 1
+    max_new_tokens: int = 512
+    observation_tokens: int = 1024
+    temperature: float = 1.0
+    top_p: float = 1.0
+    system_prompt: str = SYSTEM_PROMPT
+
+    def __post_init__(self) -> None:
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1 (got {self.max_turns})")
+        if self.observation_tokens < 16:
+            raise ValueError(f"observation_tokens must be >= 16 (got {self.observation_tokens})")
+
+
+@dataclass
+class RolloutState:
+    """A rollout being built: token ids with their loss mask and behaviour log-probs."""
+
+    task_id: str
+    group: int
+    environment: Environment
+    messages: list[dict]
+    token_ids: list[int]
+    response_mask: list[bool]
+    logprobs: list[float]
+    turns: list[Turn] = field(default_factory=list)
+    done: bool = False
+
+    def trajectory(self) -> Trajectory:
+        return Trajectory(self.task_id, self.group, tuple(self.turns), self.environment.source)
+
+
+class AgentLoop:
+    """Runs rollouts turn by turn: all active rollouts generate together, then every environment answers its
+    rollouts' turns in one batch (so real executions run concurrently)."""
+
+    def __init__(self, tokenizer, engine: GenerationEngine, settings: AgentSettings | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.engine = engine
+        self.settings = settings or AgentSettings()
+        self.timings: dict[str, float] = {}
+
+    def _render(self, messages: list[dict], generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def truncate_observation(self, text: str) -> str:
+        """Keep the head and tail of a long feedback within ``observation_tokens`` tokens."""
+        ids = self._encode(text)
+        cap = self.settings.observation_tokens
+        if len(ids) <= cap:
+            return text
+        head, tail = ids[: cap // 2], ids[-(cap - cap // 2) :]
+        omitted = len(ids) - len(head) - len(tail)
+        return (
+            self.tokenizer.decode(head) + f"\n[... {omitted} tokens omitted ...]\n" + self.tokenizer.decode(tail)
+        )
+
+    def start(self, task_id: str, group: int, prompt: str, environment: Environment) -> RolloutState:
+        messages = [{"role": "system", "content": self.settings.system_prompt}, {"role": "user", "content": prompt}]
+        ids = self._encode(self._render(messages, generation_prompt=True))
+        return RolloutState(task_id, group, environment, messages, ids, [False] * len(ids), [0.0] * len(ids))
+
+    def _bridge(self, state: RolloutState, response_text: str, ended_with_eos: bool, feedback: str) -> list[int]:
+        """Tokens between a response and the next response: end of turn, feedback as user, assistant header."""
+        with_answer = [*state.messages, {"role": "assistant", "content": response_text}]
+        closed = self._render(with_answer, generation_prompt=False)
+        full = self._render([*with_answer, {"role": "user", "content": feedback}], generation_prompt=True)
+        cut = closed.rfind(response_text) + len(response_text) if response_text else len(closed)
+        bridge = full[cut:] if full.startswith(closed[:cut]) else full[len(closed) :]
+        eos = self.tokenizer.eos_token or ""
+        if ended_with_eos and eos and bridge.startswith(eos):
+            bridge = bridge[len(eos) :]
+        return self._encode(bridge)
+
+    def run(self, states: list[RolloutState], seed: int | None = None) -> dict[str, float]:
+        """Play every rollout to its last turn (or until its environment fails), in place.
+
+        Returns the wall seconds spent generating (``generate``), in real environments (``env``) and in
+        world models (``world_model``).
+        """
+        s = self.settings
+        self.timings = {"generate": 0.0, "env": 0.0, "world_model": 0.0}
+        for turn in range(s.max_turns):
+            active = [st for st in states if not st.done]
+            if not active:
+                break
+            params = SamplingParams(
+                max_new_tokens=s.max_new_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                seed=None if seed is None else seed * 1000 + turn,
+            )
+            start = time.perf_counter()
+            generations = self.engine.generate([st.token_ids for st in active], params)
+            self.timings["generate"] += time.perf_counter() - start
+            requests = []
+            for st, gen in zip(active, generations, strict=True):
+                st.token_ids.extend(gen.token_ids)
+                st.response_mask.extend([True] * len(gen.token_ids))
+                st.logprobs.extend(gen.logprobs)
+                requests.append(StepRequest(st.task_id, extract_code(gen.text), gen.text, tuple(st.turns)))
+            outcomes = self._answer(active, requests)
+            last = turn == s.max_turns - 1
+            eos_id = self.tokenizer.eos_token_id
+            for st, gen, req, outcome in zip(active, generations, requests, outcomes, strict=True):
+                st.turns.append(Turn(gen.text, req.code, outcome, len(gen.token_ids), gen.finish_reason))
+                if outcome.missing or last:
+                    st.done = True
+                    continue
+                feedback = FEEDBACK_TEMPLATE.format(feedback=self.truncate_observation(outcome.feedback))
+                ended_with_eos = bool(gen.token_ids) and gen.token_ids[-1] == eos_id
+                bridge = self._bridge(st, gen.text, ended_with_eos, feedback)
+                st.messages += [{"role": "assistant", "content": gen.text}, {"role": "user", "content": feedback}]
+                st.token_ids.extend(bridge)
+                st.response_mask.extend([False] * len(bridge))
+                st.logprobs.extend([0.0] * len(bridge))
+        return self.timings
+
+    def _answer(self, active: list[RolloutState], requests: list[StepRequest]) -> list[Outcome]:
+        """Each environment answers all of its rollouts' turns in one call."""
+        outcomes: list[Outcome | None] = [None] * len(active)
+        by_env: dict[int, list[int]] = {}
+        for i, st in enumerate(active):
+            by_env.setdefault(id(st.environment), []).append(i)
+        for indices in by_env.values():
+            env = active[indices[0]].environment
+            start = time.perf_counter()
+            answered = env.step_many([requests[i] for i in indices])
+            key = "env" if env.source is Source.REAL else "world_model"
+            self.timings[key] += time.perf_counter() - start
+            for i, outcome in zip(indices, answered, strict=True):
+                outcomes[i] = outcome
+        return outcomes  # type: ignore[return-value]

@@ -1,0 +1,77 @@
+"""The generation engine interface: sample continuations of token prompts with behaviour log-probs."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one turn.
+
+    Attributes:
+        max_new_tokens: per turn.
+        temperature: 1.0 for training (the paper), 0.8 for evaluation; 0 means greedy.
+        top_p: nucleus sampling.
+        stop_after_code_block: stop a sequence once it has closed a fenced python block (```python ... ```).
+        seed: seeds sampling for reproducible rollouts (``None``: the global RNG).
+    """
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop_after_code_block: bool = True
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled continuation.
+
+    Attributes:
+        token_ids: the new tokens (length T <= max_new_tokens), without padding; includes EOS if produced.
+        logprobs: behaviour log-prob of each new token (length T); see :class:`GenerationEngine`.
+        text: ``token_ids`` decoded (special tokens skipped).
+        finish_reason: ``stop`` (EOS or the code block closed) or ``length``.
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    text: str
+    finish_reason: FinishReason
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(
+                f"Generation.logprobs must have one entry per token: expected {len(self.token_ids)}, "
+                f"got {len(self.logprobs)}"
+            )
+
+
+class GenerationEngine(abc.ABC):
+    """Samples from the *current* policy.
+
+    ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
+    sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
+    old log-probs for the same temperature-scaled policy in the loss.
+    """
+
+    @abc.abstractmethod
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt (prompts are token ids, chat template already applied)."""
+
+    def sync_weights(self) -> None:
+        """Make the engine sample from the policy's current weights (a no-op when it shares them)."""

@@ -1,0 +1,237 @@
+"""Generation with a transformers causal LM (PEFT-wrapped or not) in the training process.
+
+The engine shares the policy's weights, so :meth:`HFGenerationEngine.sync_weights` is a no-op and every
+generation samples from the current policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from wmrl.rollout.engine import FinishReason, Generation, GenerationEngine, SamplingParams
+
+_OPEN_FENCE = "```python"
+_FENCE = "```"
+
+
+def closes_code_block(text: str) -> bool:
+    """Whether ``text`` contains an opening ```` ```python ```` fence followed later by a closing ```` ``` ````.
+
+    >>> closes_code_block("Here:\\n```python\\nprint(1)\\n```\\nDone")
+    True
+    >>> closes_code_block("```python\\nprint(1)\\n")
+    False
+    >>> closes_code_block("```\\nnot python\\n```")
+    False
+    """
+    start = text.find(_OPEN_FENCE)
+    return start >= 0 and text.find(_FENCE, start + len(_OPEN_FENCE)) >= 0
+
+
+class HFGenerationEngine(GenerationEngine):
+    """Batched sampling with a KV cache, straight from a transformers model (CPU or one GPU).
+
+    Our own decoding loop rather than ``model.generate`` so that the behaviour log-probs, the per-sequence
+    code-block stop and seeding (a ``torch.Generator``, not the global RNG) are explicit:
+
+    - prompts are split into micro-batches of ``max_batch_size`` (after sorting by length, which keeps
+      padding small), left-padded, with position ids counted from each prompt's first real token, so a
+      padded batch computes what each prompt would alone (up to float rounding);
+    - at each step the log-probs are ``log_softmax(logits / temperature)`` of the *raw* logits, before top-p
+      truncation, taken at the sampled token: the distribution the GRPO loss recomputes with a full forward
+      pass at the same temperature. Greedy decoding (``temperature == 0``) reports temperature-1 log-probs;
+    - top-p keeps the smallest set of tokens whose probability (at the sampling temperature) reaches
+      ``top_p`` and samples from it renormalised;
+    - a sequence stops at an EOS token (kept in ``token_ids``) or, with ``stop_after_code_block``, as soon as
+      its decoded text has closed a ```` ```python ```` block; finished rows are dropped from the batch and
+      the KV cache.
+
+    The model runs in eval mode under ``torch.no_grad()``; its previous train/eval mode is restored.
+
+    Args:
+        model: a causal LM (``transformers`` or a ``peft.PeftModel`` around one); generation uses its
+            current weights, adapter included.
+        tokenizer: its tokenizer (decodes the text and supplies the pad and EOS ids).
+        max_batch_size: prompts per forward pass (bounds activation and KV-cache memory).
+        eos_token_ids: tokens that end a sequence; default the tokenizer's EOS plus the model's
+            ``generation_config.eos_token_id``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        max_batch_size: int = 8,
+        eos_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer))
+        if not self.eos_token_ids:
+            raise ValueError("no EOS token id: the tokenizer defines none; pass eos_token_ids explicitly")
+        pad = tokenizer.pad_token_id
+        self.pad_token_id = int(pad if pad is not None else min(self.eos_token_ids))
+        self._cache_kwarg = _cache_kwarg(model)
+        # Token ids whose text holds a backtick: only these can complete a fence, so only then is the
+        # sequence's text decoded again to check for a closed code block.
+        self._backtick_ids = _ids_with_backtick(tokenizer)
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt; see the class docstring for how log-probs and stops are defined."""
+        if any(len(prompt) == 0 for prompt in prompts):
+            raise ValueError("every prompt needs at least one token (got an empty prompt)")
+        if not prompts:
+            return []
+        device = _device_of(self.model)
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(params.seed)
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        results: list[Generation | None] = [None] * len(prompts)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                for first in range(0, len(order), self.max_batch_size):
+                    chunk = order[first : first + self.max_batch_size]
+                    batch = [list(map(int, prompts[i])) for i in chunk]
+                    generations = self._generate_batch(batch, params, generator, device)
+                    for index, generation in zip(chunk, generations, strict=True):
+                        results[index] = generation
+        finally:
+            self.model.train(was_training)
+        return [generation for generation in results if generation is not None]
+
+    def _generate_batch(
+        self, prompts: list[list[int]], params: SamplingParams, generator: Any, device: torch.device
+    ) -> list[Generation]:
+        size = len(prompts)
+        width = max(len(prompt) for prompt in prompts)
+        input_ids = torch.full((size, width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((size, width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt) :] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        eos = torch.tensor(sorted(self.eos_token_ids), device=device)
+
+        tokens: list[list[int]] = [[] for _ in range(size)]
+        logprobs: list[list[float]] = [[] for _ in range(size)]
+        reasons: list[FinishReason] = ["length"] * size
+        active = list(range(size))  # original row of each row still in the batch
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = _returned_cache(out)
+        logits = out.logits[:, -1, :].float()
+        for step in range(params.max_new_tokens):
+            next_tokens, next_logprobs = self._sample(logits, params, generator)
+            is_eos = torch.isin(next_tokens, eos).tolist()
+            next_list, logprob_list = next_tokens.tolist(), next_logprobs.tolist()
+            keep = []
+            for row, original in enumerate(active):
+                tokens[original].append(next_list[row])
+                logprobs[original].append(logprob_list[row])
+                if is_eos[row] or (
+                    params.stop_after_code_block
+                    and next_list[row] in self._backtick_ids
+                    and closes_code_block(self.tokenizer.decode(tokens[original]))
+                ):
+                    reasons[original] = "stop"
+                else:
+                    keep.append(row)
+            if not keep or step == params.max_new_tokens - 1:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=device)
+                cache.reorder_cache(index)
+                attention_mask = attention_mask.index_select(0, index)
+                position_ids = position_ids.index_select(0, index)
+                next_tokens = next_tokens.index_select(0, index)
+                active = [active[row] for row in keep]
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
+            position_ids = position_ids[:, -1:] + 1
+            out = self.model(
+                input_ids=next_tokens[:, None],
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                use_cache=True,
+                **{self._cache_kwarg: cache},
+            )
+            cache = _returned_cache(out)
+            logits = out.logits[:, -1, :].float()
+        return [
+            Generation(
+                token_ids=tuple(tokens[row]),
+                logprobs=tuple(logprobs[row]),
+                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
+                finish_reason=reasons[row],
+            )
+            for row in range(size)
+        ]
+
+    @staticmethod
+    def _sample(logits: torch.Tensor, params: SamplingParams, generator: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Next tokens ``[B]`` and their log-probs ``[B]`` from last-position logits ``[B, V]``."""
+        if params.temperature == 0:
+            chosen = logits.argmax(dim=-1)
+            return chosen, logits.log_softmax(dim=-1).gather(-1, chosen[:, None]).squeeze(-1)
+        log_probs = (logits / params.temperature).log_softmax(dim=-1)
+        probs = log_probs.exp()
+        if params.top_p < 1:
+            sorted_probs, sorted_ids = probs.sort(dim=-1, descending=True)
+            # drop a token when the tokens ranked above it already reach top_p (the first always stays)
+            drop = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= params.top_p
+            sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, sorted_ids, sorted_probs)
+        chosen = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        return chosen, log_probs.gather(-1, chosen[:, None]).squeeze(-1)
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(config_eos, int):
+        ids.add(config_eos)
+    elif config_eos is not None:
+        ids.update(int(i) for i in config_eos)
+    return ids
+
+
+def _ids_with_backtick(tokenizer: Any) -> frozenset[int]:
+    vocab = tokenizer.get_vocab()
+    # byte-level BPE keeps '`' as itself; decoding every token is the fallback for other vocabularies
+    if any("`" in token for token in vocab):
+        return frozenset(i for token, i in vocab.items() if "`" in token)
+    return frozenset(i for i in vocab.values() if "`" in tokenizer.decode([i]))
+
+
+def _cache_kwarg(model: Any) -> str:
+    """transformers >= 5.2x names the KV cache argument ``cache``; older releases (vLLM's pin) ``past_key_values``."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _returned_cache(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def _device_of(model: Any) -> torch.device:
+    return next(model.parameters()).device
+

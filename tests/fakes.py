@@ -1,0 +1,62 @@
+"""Deterministic test doubles that stand *beside* the real environment (never instead of it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from wmrl.types import Outcome, Source, Status
+
+
+class LowTokenEnvironment:
+    """Rewards a response by the share of its tokens in the lower half of the vocabulary.
+
+    A tiny randomly initialised model can learn this in a few GRPO steps, so tests can check that learning
+    happens without real execution.
+    """
+
+    source = Source.REAL
+
+    def __init__(self, tokenizer, prompt: str = "Say something.") -> None:
+        self.tokenizer = tokenizer
+        self.half = len(tokenizer) // 2
+        self._prompt = prompt
+        self.calls = 0
+
+    def prompt(self, task_id: str) -> str:
+        return f"{self._prompt} ({task_id})"
+
+    def step_many(self, requests: Sequence) -> list[Outcome]:
+        self.calls += 1
+        outcomes = []
+        for r in requests:
+            ids = self.tokenizer(r.response, add_special_tokens=False)["input_ids"]
+            share = sum(i < self.half for i in ids) / len(ids) if ids else 0.0
+            outcomes.append(Outcome(Status.VALID, 0.5 + 0.5 * share, score=share, position=share,
+                                    feedback=f"share {share:.2f}"))
+        return outcomes
+
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def byte_tokenizer():
+    """A byte-level tokenizer (256 bytes + 3 specials) with a ChatML template, built in-process."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {chr(b) if 32 < b < 127 else f"<0x{b:02X}>": b for b in range(256)}
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    mapping = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    del vocab
+    core = Tokenizer(models.BPE(vocab=mapping, merges=[]))
+    core.pre_tokenizer = byte_level
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core)
+    tokenizer.add_special_tokens({"eos_token": "<|im_end|>", "additional_special_tokens": ["<|im_start|>"]})
+    tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.chat_template = CHATML
+    return tokenizer
