@@ -91,7 +91,9 @@ def test_build_once_runs_once_under_concurrency(tmp_path):
         (tmp / "config.json").write_text("{}")
 
     target = tmp_path / "models" / "thing"
-    threads = [threading.Thread(target=resolve_module._build_once, args=(target, write, "thing")) for _ in range(2)]
+    threads = [
+        threading.Thread(target=resolve_module._build_once, args=(target, write, "thing")) for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -204,6 +206,25 @@ def test_greedy_batch_equals_one_by_one(tiny):
         assert alone.logprobs == pytest.approx(generation.logprobs, abs=1e-5)
 
 
+def test_rows_finishing_early_leave_the_others_unchanged(tiny):
+    """Finished rows are dropped from the batch and the KV cache; the rest must decode as before."""
+    model, tokenizer = tiny
+    params = SamplingParams(max_new_tokens=20, temperature=0)
+    prompts = _prompts(tokenizer)
+    unstopped = HFGenerationEngine(model, tokenizer, eos_token_ids=[-1]).generate(prompts, params)
+
+    def ends(token):
+        return [g.token_ids.index(token) + 1 if token in g.token_ids else 20 for g in unstopped]
+
+    # a stop token that ends one row early while another runs on, so the batch really shrinks mid-way
+    stop_token = next(t for t in unstopped[0].token_ids if min(ends(t)) < max(ends(t)))
+    stopped = HFGenerationEngine(model, tokenizer, eos_token_ids=[stop_token]).generate(prompts, params)
+    for full, cut, end in zip(unstopped, stopped, ends(stop_token), strict=True):
+        assert cut.token_ids == full.token_ids[:end]
+        assert cut.logprobs == pytest.approx(full.logprobs[:end], abs=1e-5)
+        assert cut.finish_reason == ("stop" if stop_token in full.token_ids else "length")
+
+
 def test_closes_code_block():
     assert closes_code_block("Sure:\n```python\nprint(1)\n```")
     assert not closes_code_block("Sure:\n```python\nprint(1)\n")
@@ -283,7 +304,10 @@ def test_default_model_writes_a_code_block_with_lora():
     policy, tokenizer = load_policy(path, lora=LoraSettings())
     assert time.perf_counter() - start < 10
     messages = [
-        {"role": "user", "content": "Write a python function that adds two numbers in a ```python code block."}
+        {
+            "role": "user",
+            "content": "Write a python function that adds two numbers in a ```python code block.",
+        }
     ]
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     if not isinstance(prompt, list):  # transformers 5 returns a BatchEncoding

@@ -1,5 +1,6 @@
 """The `wmrl` command.
 
+    wmrl fit|validate|test -c CONFIG.yaml [--key value ...]   training and held-out evaluation (LightningCLI)
     wmrl tasks list [--split S] [--json]          the catalogue
     wmrl tasks show ID                            a task's card and prompt
     wmrl tasks build [IDS...] [--split S] [--rebuild] [--record]
@@ -189,7 +190,10 @@ def cmd_exec(args) -> None:
 
 # -- parser --------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wmrl", description="World Model RL for AutoResearch agents.")
+    parser = argparse.ArgumentParser(
+        prog="wmrl",
+        description="World Model RL for AutoResearch agents. Training: wmrl fit|validate|test -c CONFIG.yaml",
+    )
     parser.add_argument("--cache-dir", default=None, help="task cache (default $WMRL_CACHE or ~/.cache/wmrl)")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -232,8 +236,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LIGHTNING_COMMANDS = ("fit", "validate", "test")
+
+
+def run_lightning(argv: list[str] | None) -> int:
+    """``wmrl fit|validate|test``: a LightningCLI over wmrl's modules and data modules.
+
+    OmegaConf parser mode, so a config may interpolate (``${trainer.default_root_dir}``); ``data.group_size``
+    is linked to the module's ``group_size`` rather than repeated.
+    """
+    import lightning.pytorch as pl
+    from lightning.pytorch.cli import LightningCLI
+
+    class WMRLCli(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:
+            parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
+
+    WMRLCli(
+        pl.LightningModule,
+        pl.LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        args=argv,
+        parser_kwargs={"parser_mode": "omegaconf"},
+        save_config_kwargs={"overwrite": True},
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in LIGHTNING_COMMANDS:
+        return run_lightning(argv)  # None: LightningCLI reads sys.argv itself
+    args = build_parser().parse_args(words)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from wmrl.tasks.build import TaskCacheError
     from wmrl.tasks.suite import UnknownTaskError

@@ -290,7 +290,9 @@ def _converted_builtin(target: Path) -> Path:
 
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
         # float32 on disk: Q4_1 dequantizes to values bfloat16 cannot hold exactly, and CPU trains in float32.
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.parent, gguf_file=source.name, dtype=torch.float32
+        )
         # save_pretrained refuses quantized (GGUF) models; the weights are already dequantized.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):

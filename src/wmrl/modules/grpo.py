@@ -24,7 +24,13 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import torch
 
-from wmrl.algorithms.grpo import aggregation_normaliser, entropy_from_logits, group_advantages, grpo_loss, token_logprobs
+from wmrl.algorithms.grpo import (
+    aggregation_normaliser,
+    entropy_from_logits,
+    group_advantages,
+    grpo_loss,
+    token_logprobs,
+)
 from wmrl.callbacks.base import dispatch
 from wmrl.models import LoraSettings
 from wmrl.rollout.agent import AgentLoop, AgentSettings, RolloutState
@@ -55,13 +61,14 @@ class GRPOModule(pl.LightningModule):
         generation_batch_size: prompts per generation pass.
         max_grad_norm: gradient clipping.
         seed: seeds rollouts (step ``s`` samples with seed ``seed + s``: a resumed run continues exactly).
+        eval_at_start: evaluate the held-out tasks before the first step (the starting policy's score).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
     def __init__(
         self,
         model: str = "smollm2-135m-instruct",
-        lora: LoraSettings | None = LoraSettings(),
+        lora: LoraSettings | None = LoraSettings(),  # noqa: B008 - frozen, immutable default
         dtype: str = "float32",
         environment: Any = None,
         group_size: int = 4,
@@ -81,6 +88,7 @@ class GRPOModule(pl.LightningModule):
         generation_batch_size: int = 8,
         max_grad_norm: float = 1.0,
         seed: int = 0,
+        eval_at_start: bool = False,
         policy: tuple | None = None,
     ) -> None:
         super().__init__()
@@ -296,22 +304,41 @@ class GRPOModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_eval("test")
 
-    def _log_eval(self, prefix: str) -> None:
-        results = self._eval_results
-        if not results or self.trainer.sanity_checking:
+    def on_train_start(self) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if not self.hparams.eval_at_start or self.global_step > 0 or datamodule is None:
             return
+        self._eval_results = [
+            self.evaluate(task_id, datamodule.eval_samples, seed=10_000 + i)
+            for i, task_id in enumerate(datamodule.eval_task_ids)
+        ]
+        summary = self._summarise(self._eval_results)
+        for logger in self.loggers:
+            logger.log_metrics({f"heldout/{k}": v for k, v in summary.items()}, step=0)
+
+    def on_fit_end(self) -> None:
+        if self.eval_history and self.trainer.is_global_zero:
+            lines = [f"  {when:>10}: score {s['score']:.3f}  mean position {s['mean_position']:.3f}  "
+                     f"valid rate {s['valid_rate']:.2f}  best-of-k {s['best_of_k']:.3f}" for when, s in self.eval_history]
+            print("held-out evaluation (real execution):\n" + "\n".join(lines))
+
+    def _summarise(self, results: list[dict]) -> dict[str, float]:
         summary = {
             key: sum(r[key] for r in results) / len(results)
             for key in ("valid_rate", "mean_position", "best_of_k", "score")
         }
+        self.eval_history.append(("start" if self.global_step == 0 else f"step {self.global_step}", summary))
+        log.info("held-out at step %d: %s", self.global_step, summary)
+        return summary
+
+    def _log_eval(self, prefix: str) -> None:
+        results = self._eval_results
+        if not results or self.trainer.sanity_checking:
+            return
+        summary = self._summarise(results)
         self.log_dict({f"{prefix}/{k}": v for k, v in summary.items()}, batch_size=len(results))
         for r in results:
             self.log(f"{prefix}_task/{r['task_id']}/score", r["score"], batch_size=1)
-        self.eval_history.append((f"step {self.global_step}", summary))
-        log.warning(
-            "held-out (step %d): score %.3f, mean position %.3f, valid rate %.2f, best-of-k %.3f",
-            self.global_step, summary["score"], summary["mean_position"], summary["valid_rate"], summary["best_of_k"],
-        )
 
     # -- checkpoints -----------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

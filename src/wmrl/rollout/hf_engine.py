@@ -73,7 +73,9 @@ class HFGenerationEngine(GenerationEngine):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
-        self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer))
+        self.eos_token_ids = frozenset(
+            eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer)
+        )
         if not self.eos_token_ids:
             raise ValueError("no EOS token id: the tokenizer defines none; pass eos_token_ids explicitly")
         pad = tokenizer.pad_token_id
@@ -184,7 +186,9 @@ class HFGenerationEngine(GenerationEngine):
         ]
 
     @staticmethod
-    def _sample(logits: torch.Tensor, params: SamplingParams, generator: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _sample(
+        logits: torch.Tensor, params: SamplingParams, generator: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Next tokens ``[B]`` and their log-probs ``[B]`` from last-position logits ``[B, V]``."""
         if params.temperature == 0:
             chosen = logits.argmax(dim=-1)
@@ -234,4 +238,3 @@ def _returned_cache(output: Any) -> Any:
 
 def _device_of(model: Any) -> torch.device:
     return next(model.parameters()).device
-
