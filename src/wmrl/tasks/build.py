@@ -34,11 +34,15 @@ DATA_FILES = ("public/train.csv", "public/test.csv", "public/sample_submission.c
 CARD_FILES = ("task.json", "description.md")
 CLASSIFICATION = ("binary", "multiclass", "ordinal")
 # Bump when the files a build writes change (card fields, prompt text): older caches are then rebuilt.
-BUILD_VERSION = 2
+BUILD_VERSION = 3
 
 
 class TaskCacheError(RuntimeError):
     """A task's cached files do not match what was recorded."""
+
+
+class StaleTaskCache(TaskCacheError):
+    """A task cache written by another wmrl build version: rebuilt quietly."""
 
 
 def default_cache_dir() -> Path:
@@ -162,13 +166,22 @@ def _trivial_prediction(spec: TaskSpec, train: pd.DataFrame):
 
 
 # -- the prompt ----------------------------------------------------------------------------------------
+DICTIONARY_ROWS = 12  # a compact prompt: long data dictionaries cost every rollout their tokens
+
+
 def _data_dictionary(train: pd.DataFrame, spec: TaskSpec) -> str:
     lines = ["| column | dtype | #unique | examples |", "|---|---|---|---|"]
-    for c in train.columns:
+    shown = [c for c in train.columns if c in spec.target or c == "id"]
+    shown += [c for c in train.columns if c not in shown][: max(0, DICTIONARY_ROWS - len(shown))]
+    hidden = [c for c in train.columns if c not in shown]
+    for c in [c for c in train.columns if c in shown]:
         values = train[c].dropna().unique()[:3]
         examples = ", ".join(str(v)[:24] for v in values)
         role = " (target)" if c in spec.target else " (row id)" if c == "id" else ""
         lines.append(f"| {c}{role} | {train[c].dtype} | {train[c].nunique()} | {examples} |")
+    if hidden:
+        kinds = sorted({str(train[c].dtype) for c in hidden})
+        lines.append(f"| ... {len(hidden)} more columns ({', '.join(kinds)}): {', '.join(hidden[:6])}, ... | | | |")
     return "\n".join(lines)
 
 
@@ -261,7 +274,7 @@ def verify(root: Path) -> dict[str, str]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TaskCacheError(f"{manifest_path} is not valid JSON ({exc})") from exc
     if manifest.get("build_version") != BUILD_VERSION:
-        raise TaskCacheError(f"it was built by another wmrl version (build {manifest.get('build_version')})")
+        raise StaleTaskCache(f"it was built by another wmrl version (build {manifest.get('build_version')})")
     actual = _manifest(root)
     for name in (*DATA_FILES, *CARD_FILES):
         if manifest.get(name) != actual[name]:

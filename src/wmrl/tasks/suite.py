@@ -19,6 +19,7 @@ from pathlib import Path
 from wmrl.tasks.build import (
     DATA_FILES,
     BuiltTask,
+    StaleTaskCache,
     TaskCacheError,
     default_cache_dir,
     load_built,
@@ -96,8 +97,11 @@ class TaskSuite:
                     sha = verify(root)
                     if recorded and any(sha[f] != recorded[f] for f in DATA_FILES):
                         raise TaskCacheError("its data differ from the recorded build")
+                except StaleTaskCache as exc:
+                    log.info("task cache %s is out of date (%s); rebuilding it", root, exc)
+                    sha = None
                 except TaskCacheError as exc:
-                    log.warning("task cache %s is out of date or corrupted (%s); rebuilding it", root, exc)
+                    log.warning("task cache %s is corrupted (%s); rebuilding it", root, exc)
                     sha = None
             if sha is None:
                 sha = materialise(spec, root)
