@@ -239,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
 LIGHTNING_COMMANDS = ("fit", "validate", "test")
 
 
-def run_lightning(argv: list[str] | None) -> int:
-    """``wmrl fit|validate|test``: a LightningCLI over wmrl's modules and data modules.
+def lightning_cli(argv: list[str] | None, run: bool = True):
+    """The LightningCLI behind ``wmrl fit|validate|test`` (``run=False``: parse and instantiate only).
 
     OmegaConf parser mode, so a config may interpolate (``${trainer.default_root_dir}``); ``data.group_size``
     is linked to the module's ``group_size`` rather than repeated.
@@ -252,22 +252,23 @@ def run_lightning(argv: list[str] | None) -> int:
         def add_arguments_to_parser(self, parser) -> None:
             parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
 
-    WMRLCli(
+    return WMRLCli(
         pl.LightningModule,
         pl.LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
         args=argv,
-        parser_kwargs={"parser_mode": "omegaconf"},
+        run=run,
+        parser_kwargs={"parser_mode": "omegaconf"} if run else {"parser_mode": "omegaconf", "exit_on_error": False},
         save_config_kwargs={"overwrite": True},
     )
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in LIGHTNING_COMMANDS:
-        return run_lightning(argv)  # None: LightningCLI reads sys.argv itself
+        lightning_cli(argv)  # None: LightningCLI reads sys.argv itself
+        return 0
     args = build_parser().parse_args(words)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from wmrl.tasks.build import TaskCacheError

@@ -381,8 +381,8 @@ def _validate(args: dict) -> None:
     """Report every bad constructor value at once, naming the config key."""
     key = "model.init_args."
     checks = [
-        (args["group_size"] >= 2, f"{key}group_size must be >= 2 for group-relative advantages (got {args['group_size']}); "
-                                  "set data.group_size"),
+        (args["group_size"] >= 2, f"{key}group_size must be >= 2 for group-relative advantages "
+                                  f"(got {args['group_size']}); it is linked from data.group_size: set that"),
         (args["max_turns"] >= 1, f"{key}max_turns must be >= 1 (got {args['max_turns']})"),
         (args["max_new_tokens"] >= 1, f"{key}max_new_tokens must be >= 1 (got {args['max_new_tokens']})"),
         (args["clip_eps"] > 0, f"{key}clip_eps must be > 0, e.g. 0.2 (got {args['clip_eps']})"),

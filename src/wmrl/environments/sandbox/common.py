@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmrl.environments.sandbox.base import ExecutionRequest
+from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult
 
 BOOT_PATH = Path(__file__).with_name("boot.py")
 TRIPWIRE_EXIT_CODE = 86
@@ -145,3 +145,49 @@ def collect_files(workdir: Path, names: tuple[str, ...], max_bytes: int) -> tupl
 
 def link_tripwires(file_errors: dict[str, str]) -> tuple[str, ...]:
     return tuple(f"{name} {why}" for name, why in file_errors.items() if "link" in why)
+
+
+def finish(
+    *,
+    workdir: Path,
+    request: ExecutionRequest,
+    nonce: str,
+    exit_code: int | None,
+    raw_exit_code: int | None,
+    wall_seconds: float,
+    timed_out: bool,
+    out: TailBuffer,
+    err: TailBuffer,
+    backend: str,
+    isolation: str,
+    stderr_note: str = "",
+) -> ExecutionResult:
+    """What every backend reports after a run: markers parsed, outputs collected, tripwires and infra decided.
+
+    A run whose bootstrap never printed its start line failed before the script ran (unless it timed out):
+    an infrastructure error, never the script's fault.
+    """
+    markers = parse_markers(err.text(), nonce)
+    stderr = markers.stderr + stderr_note
+    files, file_errors = collect_files(workdir, request.collect, request.limits.max_collect_mb * 1024 * 1024)
+    tripwires = markers.tripwires + link_tripwires(file_errors)
+    if exit_code == TRIPWIRE_EXIT_CODE and not tripwires:
+        tripwires = ("exit code 86 (tripwire; reason line was suppressed)",)
+    infra = None
+    if not markers.started and not timed_out:
+        infra = f"sandbox did not start the script (exit code {raw_exit_code}): {stderr[-2000:]}"
+    return ExecutionResult(
+        exit_code=exit_code,
+        wall_seconds=wall_seconds,
+        timed_out=timed_out,
+        stdout_tail=out.text(),
+        stderr_tail=stderr,
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        files=files,
+        file_errors=file_errors,
+        tripwires=tripwires,
+        infra_error=infra,
+        backend=backend,
+        isolation=isolation,
+    )

