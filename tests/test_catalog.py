@@ -69,3 +69,16 @@ def test_every_reference_solution_reproduces_its_recorded_score(suite, process_s
     bad = [(r.task_id, r.name, r.outcome.status.value, r.outcome.score, r.recorded) for r in runs if not r.reproduced]
     assert bad == []
     assert all(r.outcome.status.value == "valid" for r in runs)
+
+
+def test_import_wmrl_callbacks_needs_no_model_stack():
+    """`wmrl.callbacks` subclasses Lightning's Callback. Lightning imports torchmetrics, which imports
+    transformers at module level when it is installed (torchmetrics/functional/text/bert.py); wmrl's own
+    callback code imports neither transformers, vllm, lerobot nor wmrl's model and rollout modules."""
+    code = (
+        "import sys, wmrl.callbacks\n"
+        "print(sorted(m for m in sys.modules if m in ('vllm', 'lerobot') or m.startswith(('wmrl.models', "
+        "'wmrl.rollout', 'wmrl.modules'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
