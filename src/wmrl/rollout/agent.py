@@ -148,7 +148,13 @@ class AgentLoop:
         with_answer = [*state.messages, {"role": "assistant", "content": response_text}]
         closed = self._render(with_answer, generation_prompt=False)
         full = self._render([*with_answer, {"role": "user", "content": feedback}], generation_prompt=True)
-        cut = closed.rfind(response_text) + len(response_text) if response_text else len(closed)
+        # Templates may trim the content: find the response as rendered, else bridge from the end of `closed`.
+        text = response_text
+        pos = closed.rfind(text) if text else -1
+        if pos < 0 and text.strip():
+            text = text.strip()
+            pos = closed.rfind(text)
+        cut = pos + len(text) if pos >= 0 else len(closed)
         bridge = full[cut:] if full.startswith(closed[:cut]) else full[len(closed) :]
         eos = self.tokenizer.eos_token or ""
         if ended_with_eos and eos and bridge.startswith(eos):

@@ -1,0 +1,86 @@
+"""The multi-turn agent loop: code parsing, the observation bridge, loss masks and behaviour log-probs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fakes import byte_tokenizer
+
+from wmrl.rollout.agent import AgentLoop, AgentSettings, extract_code
+from wmrl.rollout.engine import Generation, GenerationEngine, SamplingParams
+from wmrl.types import Outcome, Source, Status
+
+
+class ScriptedEngine(GenerationEngine):
+    """Answers every prompt with the next scripted response (a test double for the policy)."""
+
+    def __init__(self, tokenizer, responses: list[str]) -> None:
+        self.tokenizer, self.responses, self.prompts = tokenizer, list(responses), []
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        out = []
+        for prompt in prompts:
+            self.prompts.append(list(prompt))
+            text = self.responses.pop(0)
+            ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            out.append(Generation(ids, tuple(-0.5 for _ in ids), text, "stop"))
+        return out
+
+
+class EchoEnvironment:
+    source = Source.REAL
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.turn, self.fail_on = 0, fail_on
+
+    def step_many(self, requests):
+        self.turn += 1
+        if self.turn == self.fail_on:
+            return [Outcome(Status.INFRA_ERROR, None, error="infra: boom") for _ in requests]
+        return [
+            Outcome(Status.RUNTIME_ERR, 0.1, feedback=f"FEEDBACK-{self.turn}: {r.code!r}") if r.code
+            else Outcome(Status.MALFORMED, 0.0, feedback="no code")
+            for r in requests
+        ]
+
+
+def test_extract_code_takes_the_first_complete_block():
+    assert extract_code("a\n```python\nx = 1\n```\n```python\ny\n```") == "x = 1\n"
+    assert extract_code("```py\nprint(2)\n```") == "print(2)\n"
+    assert extract_code("no code here") is None
+
+
+def test_two_turns_mask_observations_and_keep_sampled_tokens():
+    tokenizer = byte_tokenizer()
+    responses = ["Try.\n```python\nprint(1)\n```", "Again.\n```python\nprint(2)\n```"]
+    engine = ScriptedEngine(tokenizer, responses)
+    agent = AgentLoop(tokenizer, engine, AgentSettings(max_turns=2, observation_tokens=64))
+    state = agent.start("t", 0, "Solve it.", EchoEnvironment())
+    agent.run([state])
+    trajectory = state.trajectory()
+    assert [t.code for t in trajectory.turns] == ["print(1)\n", "print(2)\n"]
+    assert trajectory.reward == 0.1
+    generated = [tokenizer(r, add_special_tokens=False)["input_ids"] for r in responses]
+    masked = [i for i, m in zip(state.token_ids, state.response_mask, strict=True) if m]
+    assert masked == generated[0] + generated[1]  # exactly the sampled tokens carry the loss
+    assert [lp for lp, m in zip(state.logprobs, state.response_mask, strict=True) if m] == [-0.5] * len(masked)
+    assert engine.prompts[1] == state.token_ids[: len(engine.prompts[1])]  # turn 2 continues turn 1's tokens
+    observation = tokenizer.decode([i for i, m in zip(state.token_ids, state.response_mask, strict=True) if not m])
+    assert "FEEDBACK-1" in observation and observation.count("<|im_start|>assistant") == 2
+
+
+def test_a_missing_turn_makes_the_trajectory_missing_and_stops_it():
+    tokenizer = byte_tokenizer()
+    engine = ScriptedEngine(tokenizer, ["```python\nx\n```"] * 3)
+    agent = AgentLoop(tokenizer, engine, AgentSettings(max_turns=3))
+    state = agent.start("t", 0, "Solve it.", EchoEnvironment(fail_on=1))
+    agent.run([state])
+    assert len(state.turns) == 1 and state.trajectory().reward is None
+
+
+def test_long_feedback_keeps_head_and_tail():
+    tokenizer = byte_tokenizer()
+    agent = AgentLoop(tokenizer, ScriptedEngine(tokenizer, []), AgentSettings(observation_tokens=40))
+    text = "HEAD" + "x" * 500 + "TAIL"
+    short = agent.truncate_observation(text)
+    assert short.startswith("HEAD") and short.endswith("TAIL") and "omitted" in short and len(short) < 120
