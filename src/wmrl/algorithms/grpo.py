@@ -147,6 +147,18 @@ def _chunks(rows: int, chunk_size: int | None) -> list[slice]:
     return [slice(start, start + step) for start in range(0, rows, max(step, 1))]
 
 
+def _scaled_chunks(flat_logits: Tensor, temperature: float, chunk_size: int | None):
+    """Yield ``(rows, logits[rows] / temperature)`` in the compute dtype, a chunk of positions at a time."""
+    dtype = _compute_dtype(flat_logits.dtype)
+    for rows in _chunks(flat_logits.shape[0], chunk_size):
+        scaled = flat_logits[rows].to(dtype)
+        yield rows, scaled if temperature == 1.0 else scaled / temperature
+
+
+def _concat(pieces: list[Tensor], flat_logits: Tensor) -> Tensor:
+    return torch.cat(pieces) if pieces else flat_logits.new_zeros(0, dtype=_compute_dtype(flat_logits.dtype))
+
+
 def _check_temperature(temperature: float) -> None:
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 (got {temperature})")
@@ -187,16 +199,11 @@ def token_logprobs(
     _check_temperature(temperature)
     flat_logits, targets = _gather_next_token(logits, input_ids)
     n, length = input_ids.shape
-    dtype = _compute_dtype(logits.dtype)
-    pieces = []
-    for rows in _chunks(flat_logits.shape[0], chunk_size):
-        scaled = flat_logits[rows].to(dtype)
-        if temperature != 1.0:
-            scaled = scaled / temperature
-        picked = scaled.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1)
-        pieces.append(picked - torch.logsumexp(scaled, dim=-1))
-    per_position = torch.cat(pieces) if pieces else flat_logits.new_zeros(0, dtype=dtype)
-    return _align(per_position, n, length)
+    pieces = [
+        scaled.gather(-1, targets[rows].unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
+        for rows, scaled in _scaled_chunks(flat_logits, temperature, chunk_size)
+    ]
+    return _align(_concat(pieces, flat_logits), n, length)
 
 
 def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: int | None = None) -> Tensor:
@@ -220,16 +227,12 @@ def entropy_from_logits(logits: Tensor, temperature: float = 1.0, chunk_size: in
     _check_ndim("logits", logits, 3, "[N, L, V]")
     n, length, vocab = logits.shape
     flat_logits = logits.reshape(n * length, vocab)
-    dtype = _compute_dtype(logits.dtype)
-    pieces = []
-    for rows in _chunks(flat_logits.shape[0], chunk_size):
-        scaled = flat_logits[rows].to(dtype)
-        if temperature != 1.0:
-            scaled = scaled / temperature
-        # H = logsumexp(x) - sum softmax(x) * x
-        pieces.append(torch.logsumexp(scaled, dim=-1) - (torch.softmax(scaled, dim=-1) * scaled).sum(-1))
-    per_position = torch.cat(pieces) if pieces else flat_logits.new_zeros(0, dtype=dtype)
-    return _align(per_position, n, length)
+    # H = logsumexp(x) - sum softmax(x) * x
+    pieces = [
+        torch.logsumexp(scaled, dim=-1) - (torch.softmax(scaled, dim=-1) * scaled).sum(-1)
+        for _, scaled in _scaled_chunks(flat_logits, temperature, chunk_size)
+    ]
+    return _align(_concat(pieces, flat_logits), n, length)
 
 
 def kl_k3(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:

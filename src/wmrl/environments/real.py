@@ -88,15 +88,15 @@ class SandboxEnvironment:
         for i, (task_id, script) in enumerate(jobs):
             task = self.suite.get(task_id)
             gated = check_script(script)
+            key = self._key(task, script) if gated is None else ""
             if gated is None and self.log is not None:
-                key = self._key(task, script)
                 gated = self.log.lookup(key)
             if gated is not None:
                 outcomes[i] = gated
                 if on_done is not None:
                     on_done(i, gated)
                 continue
-            pending.append((i, task, script, self._key(task, script)))
+            pending.append((i, task, script, key))
 
         def finished(j: int, result) -> None:
             i, task, script, key = pending[j]
