@@ -84,3 +84,29 @@ def test_long_feedback_keeps_head_and_tail():
     text = "HEAD" + "x" * 500 + "TAIL"
     short = agent.truncate_observation(text)
     assert short.startswith("HEAD") and short.endswith("TAIL") and "omitted" in short and len(short) < 120
+
+
+def test_starter_head_prefill_opens_each_turn_without_loss():
+    tokenizer = byte_tokenizer()
+    starter = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\n\nmodel = 1\nprint(model)\n"
+    responses = ["model = 2\nprint(model)\n```", "model = 3\n```"]
+    engine = ScriptedEngine(tokenizer, responses)
+    agent = AgentLoop(tokenizer, engine, AgentSettings(max_turns=2, observation_tokens=64, prefill="starter_head"))
+    state = agent.start("t", 0, "Solve it.", EchoEnvironment(), starter)
+    agent.run([state])
+    head = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\n\n"
+    assert [t.code for t in state.turns] == [head + "model = 2\nprint(model)\n", head + "model = 3\n"]
+    assert state.turns[0].response.startswith("```python\n" + head)
+    for prompt in engine.prompts:  # each turn's prompt ends with the prefill, which carries no loss
+        assert tokenizer.decode(prompt).endswith("```python\n" + head)
+    masked = [i for i, m in zip(state.token_ids, state.response_mask, strict=True) if m]
+    assert tokenizer.decode(masked) == "".join(responses)
+
+
+def test_prefill_without_a_starter_opens_the_block():
+    from wmrl.rollout.agent import response_prefill, starter_head
+
+    assert response_prefill("starter_head", None) == "```python\n"
+    assert response_prefill("none", "x = 1") == ""
+    forecast = "import pandas as pd\ny = pd.read_csv('public/train.csv')\nh = 3\n\n\ndef f():\n    pass\n"
+    assert starter_head(forecast) == "import pandas as pd\ny = pd.read_csv('public/train.csv')\nh = 3\n\n"

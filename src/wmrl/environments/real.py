@@ -118,6 +118,10 @@ class SandboxEnvironment:
         """The task prompt the agent reads."""
         return self.suite.get(task_id).description
 
+    def starter(self, task_id: str) -> str:
+        """The task's starter solution (the linear baseline shown in its prompt)."""
+        return self.suite.get(task_id).starter
+
     def _key(self, task: BuiltTask, script: str) -> str:
         limits = self.limits(task)
         return cache_key(task.id, task.data_hash, script, (limits.timeout_s, limits.memory_mb))

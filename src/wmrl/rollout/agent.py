@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from wmrl.rollout.engine import GenerationEngine, SamplingParams
 from wmrl.types import Outcome, Source, Trajectory, Turn
@@ -33,6 +33,8 @@ FEEDBACK_TEMPLATE = (
     "Execution result of your script:\n{feedback}\n\n"
     "Write an improved complete script in one ```python code block."
 )
+Prefill = Literal["none", "fence", "starter_head"]
+FENCE = "```python\n"
 _CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
 
 
@@ -46,6 +48,35 @@ def extract_code(text: str) -> str | None:
     """
     match = _CODE_BLOCK.search(text)
     return match.group(1) if match else None
+
+
+def starter_head(starter: str) -> str:
+    """The part of a starter solution a ``starter_head`` turn begins with: everything before its model.
+
+    Up to (not including) the first top-level ``model =`` line; starters without one (forecasts, survival)
+    give their imports and data loading (up to the first blank line after the last ``read_csv``).
+
+    >>> starter_head("import pandas as pd\nX = pd.read_csv('a')\n\nmodel = f()\nmodel.fit(X)\n")
+    "import pandas as pd\nX = pd.read_csv('a')\n\n"
+    """
+    lines = starter.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("model =") or line.startswith("model="):
+            return "".join(lines[:i])
+    reads = [i for i, line in enumerate(lines) if "read_csv(" in line]
+    if not reads:
+        return ""
+    end = next((i for i in range(reads[-1], len(lines)) if not lines[i].strip()), len(lines))
+    return "".join(lines[: end + 1])
+
+
+def response_prefill(mode: Prefill, starter: str | None) -> str:
+    """The text an assistant turn starts with (see :class:`AgentSettings`)."""
+    if mode == "none":
+        return ""
+    if mode == "fence" or not starter:
+        return FENCE
+    return FENCE + starter_head(starter)
 
 
 @dataclass(frozen=True)
@@ -76,6 +107,10 @@ class AgentSettings:
         observation_tokens: cap on each feedback turn, head + tail kept (paper: 1024).
         temperature / top_p: sampling (paper: 1.0 for training, 0.8 for evaluation).
         system_prompt: the system message.
+        prefill: how each assistant turn starts, before the policy's first sampled token (see
+            :func:`response_prefill`): ``none``; ``fence`` (the opening of the python block); ``starter_head``
+            (the block opened with the starter's imports and data loading, up to its model definition). The
+            prefill is part of the prompt (no loss) and of the turn's text (the code parsed and executed).
     """
 
     max_turns: int = 1
@@ -84,12 +119,15 @@ class AgentSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     system_prompt: str = SYSTEM_PROMPT
+    prefill: Prefill = "none"
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1 (got {self.max_turns})")
         if self.observation_tokens < 16:
             raise ValueError(f"observation_tokens must be >= 16 (got {self.observation_tokens})")
+        if self.prefill not in ("none", "fence", "starter_head"):
+            raise ValueError(f"prefill must be none, fence or starter_head (got {self.prefill!r})")
 
 
 @dataclass
@@ -105,6 +143,7 @@ class RolloutState:
     logprobs: list[float]
     turns: list[Turn] = field(default_factory=list)
     done: bool = False
+    prefill: str = ""
 
     def trajectory(self) -> Trajectory:
         return Trajectory(self.task_id, self.group, tuple(self.turns), self.environment.source)
@@ -138,10 +177,15 @@ class AgentLoop:
             self.tokenizer.decode(head) + f"\n[... {omitted} tokens omitted ...]\n" + self.tokenizer.decode(tail)
         )
 
-    def start(self, task_id: str, group: int, prompt: str, environment: Environment) -> RolloutState:
+    def start(
+        self, task_id: str, group: int, prompt: str, environment: Environment, starter: str | None = None
+    ) -> RolloutState:
+        """A new rollout of ``task_id``; ``starter`` (the task's starter solution) feeds the prefill."""
         messages = [{"role": "system", "content": self.settings.system_prompt}, {"role": "user", "content": prompt}]
-        ids = self._encode(self._render(messages, generation_prompt=True))
-        return RolloutState(task_id, group, environment, messages, ids, [False] * len(ids), [0.0] * len(ids))
+        prefill = response_prefill(self.settings.prefill, starter)
+        ids = self._encode(self._render(messages, generation_prompt=True) + prefill)
+        return RolloutState(task_id, group, environment, messages, ids, [False] * len(ids), [0.0] * len(ids),
+                            prefill=prefill)
 
     def _bridge(self, state: RolloutState, response_text: str, ended_with_eos: bool, feedback: str) -> list[int]:
         """Tokens between a response and the next response: end of turn, feedback as user, assistant header."""
@@ -178,28 +222,33 @@ class AgentLoop:
                 temperature=s.temperature,
                 top_p=s.top_p,
                 seed=None if seed is None else seed * 1000 + turn,
+                code_block_open=s.prefill != "none",
             )
             start = time.perf_counter()
             generations = self.engine.generate([st.token_ids for st in active], params)
             self.timings["generate"] += time.perf_counter() - start
             requests = []
+            texts = []
             for st, gen in zip(active, generations, strict=True):
                 st.token_ids.extend(gen.token_ids)
                 st.response_mask.extend([True] * len(gen.token_ids))
                 st.logprobs.extend(gen.logprobs)
-                requests.append(StepRequest(st.task_id, extract_code(gen.text), gen.text, tuple(st.turns)))
+                text = st.prefill + gen.text
+                texts.append(text)
+                requests.append(StepRequest(st.task_id, extract_code(text), text, tuple(st.turns)))
             outcomes = self._answer(active, requests)
             last = turn == s.max_turns - 1
             eos_id = self.tokenizer.eos_token_id
-            for st, gen, req, outcome in zip(active, generations, requests, outcomes, strict=True):
-                st.turns.append(Turn(gen.text, req.code, outcome, len(gen.token_ids), gen.finish_reason))
+            for st, gen, req, outcome, text in zip(active, generations, requests, outcomes, texts, strict=True):
+                st.turns.append(Turn(text, req.code, outcome, len(gen.token_ids), gen.finish_reason))
                 if outcome.missing or last:
                     st.done = True
                     continue
                 feedback = FEEDBACK_TEMPLATE.format(feedback=self.truncate_observation(outcome.feedback))
                 ended_with_eos = bool(gen.token_ids) and gen.token_ids[-1] == eos_id
-                bridge = self._bridge(st, gen.text, ended_with_eos, feedback)
-                st.messages += [{"role": "assistant", "content": gen.text}, {"role": "user", "content": feedback}]
+                bridge = self._bridge(st, text, ended_with_eos, feedback)
+                st.messages += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
+                bridge += self._encode(st.prefill) if st.prefill else []
                 st.token_ids.extend(bridge)
                 st.response_mask.extend([False] * len(bridge))
                 st.logprobs.extend([0.0] * len(bridge))

@@ -20,6 +20,8 @@ class SamplingParams:
         top_p: nucleus sampling.
         stop_after_code_block: stop a sequence once it has closed a fenced python block (```python ... ```).
         seed: seeds sampling for reproducible rollouts (``None``: the global RNG).
+        code_block_open: the prompt already opened the python block (a prefilled turn), so the first closing
+            fence of the continuation ends it.
     """
 
     max_new_tokens: int = 512
@@ -27,6 +29,7 @@ class SamplingParams:
     top_p: float = 1.0
     stop_after_code_block: bool = True
     seed: int | None = None
+    code_block_open: bool = False
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:

@@ -125,6 +125,7 @@ class HFGenerationEngine(GenerationEngine):
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         eos = torch.tensor(sorted(self.eos_token_ids), device=device)
+        opened = _OPEN_FENCE + "\n" if params.code_block_open else ""
 
         tokens: list[list[int]] = [[] for _ in range(size)]
         logprobs: list[list[float]] = [[] for _ in range(size)]
@@ -150,7 +151,7 @@ class HFGenerationEngine(GenerationEngine):
                 if is_eos[row] or (
                     params.stop_after_code_block
                     and next_list[row] in self._backtick_ids
-                    and closes_code_block(self.tokenizer.decode(tokens[original]))
+                    and closes_code_block(opened + self.tokenizer.decode(tokens[original]))
                 ):
                     reasons[original] = "stop"
                 else:

@@ -88,12 +88,12 @@ def predict(frame):
     return $prediction
 
 
+fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
 preprocess = ColumnTransformer([
     ("numeric", $numeric_steps, numeric),
     ("categorical", $categorical_step, categorical),
 ])
 model = make_pipeline(preprocess, $model)
-fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
 model.fit(features(fit), fit[target])
 score = $score
 print(f"VALIDATION_SCORE={score:.6f}")
