@@ -60,3 +60,26 @@ def byte_tokenizer():
     tokenizer.pad_token = tokenizer.eos_token
     tokenizer.chat_template = CHATML
     return tokenizer
+
+
+class DistortedWorldModel:
+    """A world-model double: the :class:`LowTokenEnvironment` reward passed through ``distortion``.
+
+    ``distortion`` maps the real reward in [0.5, 1] to the predicted one in [0, 1]: a monotone one (e.g.
+    squaring) is what Online Debiasing can undo, ``lambda r: 1.5 - r`` is a world model anti-correlated with
+    reality.
+    """
+
+    source = Source.WORLD_MODEL
+
+    def __init__(self, tokenizer, distortion=lambda r: (r - 0.5) ** 2 * 4) -> None:
+        self.truth = LowTokenEnvironment(tokenizer)
+        self.distortion = distortion
+        self.calls = 0
+        self.parse_failures = 0
+
+    def step_many(self, requests: Sequence) -> list[Outcome]:
+        self.calls += 1
+        real = self.truth.step_many(requests)
+        return [Outcome(Status.VALID, min(max(self.distortion(o.reward), 0.0), 1.0), position=o.position,
+                        feedback="simulated", source=Source.WORLD_MODEL, variance=0.01) for o in real]

@@ -10,7 +10,10 @@ from wmrl.cli import lightning_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(ROOT.glob("configs/**/*.yaml"))
-OVERLAYS = {"configs/debug/fast.yaml"}
+# Overlays instantiate on top of their base config.
+OVERLAY_BASES = {"configs/debug/": "configs/autoresearch/quickstart.yaml",
+                 "configs/autoresearch/ablations/cpu/": "configs/autoresearch/quickstart.yaml",
+                 "configs/autoresearch/ablations/paper/": "configs/autoresearch/paper_4b.yaml"}
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins.
 CPU_STANDINS = {
     "configs/autoresearch/paper_4b.yaml": [
@@ -18,6 +21,26 @@ CPU_STANDINS = {
         "--model.init_args.dtype=float32",
     ],
 }
+
+
+# The ablations of the paper, by configuration alone: which WMRL callbacks each config turns on.
+FULL = ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"]
+ABLATIONS = {
+    "real_grpo": [],
+    "pure_world_model": ["AnchorRouting", "WorldModelReward"],
+    "uncorrected": ["AnchorRouting", "WorldModelReward"],
+    "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
+    "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
+    "wmrl": FULL,
+}
+
+
+def expected_callbacks(name: str) -> list[str] | None:
+    if name == "configs/autoresearch/wmrl_quickstart.yaml":
+        return FULL
+    if name.startswith("configs/autoresearch/ablations/"):
+        return ABLATIONS[Path(name).stem]
+    return [] if name.startswith("configs/autoresearch/") else None
 
 
 def relative(path: Path) -> str:
@@ -32,12 +55,25 @@ def test_configs_exist():
 def test_config_instantiates(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative run dirs land in the temp dir
     name = relative(config)
-    base = ["-c", str(ROOT / "configs/autoresearch/quickstart.yaml")] if name in OVERLAYS else []
-    args = [*base, "-c", str(config), *CPU_STANDINS.get(name, [])]
+    base = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), None)
+    args = [*(["-c", str(ROOT / base)] if base else []), "-c", str(config), *CPU_STANDINS.get(base or name, [])]
     cli = lightning_cli(args, run=False)
     assert cli.model.hparams.group_size == cli.datamodule.group_size  # linked, not repeated
     assert cli.datamodule.train_tasks and cli.datamodule.eval_task_ids
     assert cli.trainer.max_steps > 0
+    expected = expected_callbacks(name)
+    if expected is not None:
+        from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward
+        from wmrl.environments.world_model import LMWorldModel
+
+        rl = [c for c in cli.trainer.callbacks if isinstance(c, RLCallback)]
+        assert [type(c).__name__ for c in rl] == expected
+        for c in rl:
+            if isinstance(c, WorldModelReward):
+                assert isinstance(c.world_model, LMWorldModel) and c.world_model.model_name == "policy"
+                assert c.side_grade == ("pure_world_model" not in name)
+            if isinstance(c, AnchorRouting) and "pure_world_model" in name:
+                assert c.anchors_for(8) == 0
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,7 @@ class Outcome:
         flags: tripwire reasons (``flagged`` outcomes) or containment notes.
         error: short machine-readable error (exception type, ``infra`` detail, submission problem).
         cached: served from the execution cache instead of being re-executed.
+        variance: world-model predictions only: the variance of the predicted reward (its uncertainty).
     """
 
     status: Status
@@ -68,6 +69,7 @@ class Outcome:
     flags: tuple[str, ...] = ()
     error: str | None = None
     cached: bool = False
+    variance: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
@@ -170,6 +172,10 @@ class RolloutBatch:
         is_real: ``[N]`` bool, the reward came from real execution (anchors); else from a world model.
         advantages: ``[N]`` float, group-normalised advantages (filled before the advantage hooks).
         used: ``[N]`` bool, rows that carry gradient (graded, in a group with >= 2 graded rows).
+        wm_rewards: ``[N]`` float, the raw world-model reward of each trajectory (world-model rows: their
+            reward as rolled out; anchor rows: the side-grade, filled by ``WorldModelReward``); NaN where none.
+        wm_calibrated: ``[N]`` float, ``wm_rewards`` after the debiasing map (filled by ``OnlineDebiasing``
+            once its map is fitted); NaN before.
     """
 
     trajectories: tuple[Trajectory, ...]
@@ -183,11 +189,14 @@ class RolloutBatch:
     is_real: torch.Tensor
     advantages: torch.Tensor
     used: torch.Tensor
+    wm_rewards: torch.Tensor
+    wm_calibrated: torch.Tensor
 
     def __post_init__(self) -> None:
         n = len(self.trajectories)
         length = self.input_ids.shape[1] if self.input_ids.dim() == 2 else -1
-        for name in ("group_ids", "rewards", "graded", "is_real", "advantages", "used"):
+        for name in ("group_ids", "rewards", "graded", "is_real", "advantages", "used", "wm_rewards",
+                     "wm_calibrated"):
             shape = tuple(getattr(self, name).shape)
             if shape != (n,):
                 raise ValueError(f"RolloutBatch.{name} must have shape ({n},) (N trajectories); got {shape}")

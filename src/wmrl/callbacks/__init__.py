@@ -1,5 +1,16 @@
-"""The WMRL hooks as Lightning callbacks (importing this package never imports transformers/vllm/lerobot)."""
+"""The WMRL hooks as Lightning callbacks (importing this package never imports transformers/vllm/lerobot).
+
+    trainer.callbacks = [AnchorRouting(0.1, floor=2), WorldModelReward(LMWorldModel()),
+                         OnlineDebiasing(min_pairs=200, refit_every=64), InverseVarianceDenoising()]
+
+With none of them the module is real-execution GRPO; each ablation of the paper is a subset (see
+``configs/autoresearch/``).
+"""
 
 from wmrl.callbacks.base import RLCallback
+from wmrl.callbacks.debiasing import OnlineDebiasing
+from wmrl.callbacks.denoising import InverseVarianceDenoising
+from wmrl.callbacks.routing import AnchorRouting
+from wmrl.callbacks.world_model import WorldModelReward
 
-__all__ = ["RLCallback"]
+__all__ = ["AnchorRouting", "InverseVarianceDenoising", "OnlineDebiasing", "RLCallback", "WorldModelReward"]

@@ -45,3 +45,23 @@ def dispatch(hook: str, trainer: pl.Trainer, pl_module: pl.LightningModule, payl
     for callback in trainer.callbacks:
         if isinstance(callback, RLCallback):
             getattr(callback, hook)(trainer, pl_module, payload)
+
+
+def gather_rows(trainer: pl.Trainer, rows):
+    """All ranks' rows of a ``[n, k]`` float64 tensor, concatenated in rank order (``n`` may differ by rank).
+
+    Under one process this is the identity; under DDP/FSDP every rank gets the same result, so statistics
+    built from it (calibration pairs, disagreements) are identical on every rank.
+    """
+    import torch
+
+    world = getattr(trainer, "world_size", 1) if trainer is not None else 1
+    if world <= 1:
+        return rows
+    strategy = trainer.strategy
+    count = torch.tensor([rows.shape[0]], device=strategy.root_device)
+    counts = strategy.all_gather(count).view(-1).tolist()
+    padded = rows.new_zeros((max(counts), rows.shape[1]))
+    padded[: rows.shape[0]] = rows
+    gathered = strategy.all_gather(padded.to(strategy.root_device)).cpu()  # [world, max, k]
+    return torch.cat([gathered[r, : counts[r]] for r in range(len(counts))])

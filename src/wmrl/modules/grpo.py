@@ -33,7 +33,7 @@ from wmrl.algorithms.grpo import (
 )
 from wmrl.callbacks.base import dispatch
 from wmrl.models import LoraSettings
-from wmrl.rollout.agent import AgentLoop, AgentSettings, RolloutState
+from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,9 @@ class GRPOModule(pl.LightningModule):
         max_grad_norm: gradient clipping.
         seed: seeds rollouts (step ``s`` samples with seed ``seed + s``: a resumed run continues exactly).
         eval_at_start: evaluate the held-out tasks before the first step (the starting policy's score).
+        prefill: how each assistant turn starts (``none`` | ``fence`` | ``starter_head``, see
+            :class:`~wmrl.rollout.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
+            needs to write valid submissions at all (DESIGN.md section 7).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -89,6 +92,7 @@ class GRPOModule(pl.LightningModule):
         max_grad_norm: float = 1.0,
         seed: int = 0,
         eval_at_start: bool = False,
+        prefill: Prefill = "starter_head",
         policy: tuple | None = None,
     ) -> None:
         super().__init__()
@@ -119,21 +123,34 @@ class GRPOModule(pl.LightningModule):
         self.agent = AgentLoop(
             self.tokenizer,
             self.engine,
-            AgentSettings(max_turns, max_new_tokens, observation_tokens, temperature, top_p),
+            AgentSettings(max_turns, max_new_tokens, observation_tokens, temperature, top_p, prefill=prefill),
         )
         self.eval_agent = AgentLoop(
             self.tokenizer,
             self.engine,
-            AgentSettings(max_turns, max_new_tokens, observation_tokens, eval_temperature, top_p),
+            AgentSettings(max_turns, max_new_tokens, observation_tokens, eval_temperature, top_p, prefill=prefill),
         )
         self._eval_results: list[dict] = []
         self.eval_history: list[tuple[str, dict]] = []
+        self._timings: dict[str, float] = {}
+        self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
+
+    def add_environment(self, name: str, environment: Any) -> None:
+        """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""
+        if name == "real":
+            raise ValueError("the real environment is a constructor argument (model.init_args.environment)")
+        self.environments[name] = environment
+
+    def add_time(self, key: str, seconds: float) -> None:
+        """Count ``seconds`` into this step's ``time/<key>`` (callbacks report their own work this way)."""
+        self._timings[key] = self._timings.get(key, 0.0) + seconds
 
     # -- the method ------------------------------------------------------------------------------------
     def training_step(self, task_ids: list[str], batch_idx: int) -> None:
         hp = self.hparams
         plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
         dispatch("on_rollout_plan", self.trainer, self, plan)
+        self._timings = {}
         batch = self.rollout(plan, seed=hp.seed + self.global_step)
         dispatch("on_rollout_end", self.trainer, self, batch)
         dispatch("on_rewards", self.trainer, self, batch)
@@ -146,7 +163,7 @@ class GRPOModule(pl.LightningModule):
         start = time.perf_counter()
         metrics = self.update(batch)
         metrics["time/update"] = time.perf_counter() - start
-        metrics.update(self.rollout_metrics(batch))
+        metrics.update(self.rollout_metrics(batch, plan))
         self.log_dict(metrics, on_step=True, batch_size=len(batch))
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
 
@@ -162,20 +179,35 @@ class GRPOModule(pl.LightningModule):
                     f"{sorted(self.environments)}; add the callback that provides it"
                 )
             env = self.environments[env_name]
-            prompt = self.environments["real"].prompt(task_id)
-            states += [agent.start(task_id, group, prompt, env) for _ in range(plan.group_size)]
-        self._timings = agent.run(states, seed=seed)
+            real = self.environments["real"]
+            prompt = real.prompt(task_id)
+            starter = real.starter(task_id) if hasattr(real, "starter") else None
+            states += [agent.start(task_id, group, prompt, env, starter) for _ in range(plan.group_size)]
+        for key, seconds in agent.run(states, seed=seed).items():
+            self.add_time(key, seconds)
         return collate(states, self.tokenizer.pad_token_id)
 
-    def rollout_metrics(self, batch: RolloutBatch) -> dict[str, float]:
+    def rollout_metrics(self, batch: RolloutBatch, plan: RolloutPlan) -> dict[str, float]:
         trajectories = batch.trajectories
         turns = [t for tr in trajectories for t in tr.turns]
         graded = batch.rewards[batch.graded]
         real = batch.rewards[batch.graded & batch.is_real]
         statuses = [tr.best.status for tr in trajectories if tr.best is not None]
+        executed = [t.outcome for tr in trajectories if tr.source is Source.REAL for t in tr.turns
+                    if t.code is not None and not t.outcome.cached and t.outcome.wall_seconds > 0]
+        total, count = self._real_seconds
+        self._real_seconds = (total + sum(o.wall_seconds for o in executed), count + len(executed))
+        total, count = self._real_seconds
+        simulated = sum(1 for tr in trajectories if tr.source is Source.WORLD_MODEL for t in tr.turns
+                        if t.code is not None)
+        wm_raw = batch.wm_rewards[~batch.is_real & batch.graded]
         metrics = {
             "reward/mean": float(graded.mean()) if len(graded) else math.nan,
             "reward/real_mean": float(real.mean()) if len(real) else math.nan,
+            "reward/world_model_raw_mean": float(wm_raw.mean()) if len(wm_raw) else math.nan,
+            "anchor/fraction": sum(plan.anchor_mask) / max(len(plan.anchor_mask), 1),
+            "env/execution_seconds": sum(o.wall_seconds for o in executed),
+            "env/seconds_saved": simulated * (total / count) if count else 0.0,
             "rollout/valid_rate": sum(s is Status.VALID for s in statuses) / max(len(trajectories), 1),
             "rollout/code_block_rate": sum(t.code is not None for t in turns) / max(len(turns), 1),
             "rollout/truncated_rate": sum(t.finish_reason == "length" for t in turns) / max(len(turns), 1),
@@ -362,6 +394,7 @@ def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
         old[i, :k] = torch.tensor(s.logprobs)
     trajectories = tuple(s.trajectory() for s in states)
     rewards = torch.tensor([math.nan if t.reward is None else t.reward for t in trajectories], dtype=torch.float32)
+    is_real = torch.tensor([t.source is Source.REAL for t in trajectories], dtype=torch.bool)
     return RolloutBatch(
         trajectories=trajectories,
         group_ids=torch.tensor([s.group for s in states], dtype=torch.long),
@@ -371,9 +404,11 @@ def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
         old_logprobs=old,
         rewards=rewards,
         graded=~torch.isnan(rewards),
-        is_real=torch.tensor([t.source is Source.REAL for t in trajectories]),
+        is_real=is_real,
         advantages=torch.zeros(n, dtype=torch.float32),
         used=torch.zeros(n, dtype=torch.bool),
+        wm_rewards=torch.where(is_real, torch.full_like(rewards, math.nan), rewards),
+        wm_calibrated=torch.full_like(rewards, math.nan),
     )
 
 

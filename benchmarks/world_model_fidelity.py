@@ -1,0 +1,140 @@
+"""How faithful is the world model, raw and calibrated, against real execution?
+
+Reads real executions of policy-written scripts (the JSONL of ``benchmarks/base_policy.py --out``), asks the
+world model about every script in both modes, fits the Online Debiasing map on a seeded share of the
+executions and measures on the rest: Spearman and MAE of the raw and of the calibrated world-model reward
+against the real reward, plus the pairwise ranking accuracy within tasks and a reliability table.
+
+    python benchmarks/base_policy.py --split train --samples 16 --prefill starter_head \
+        --temperature 0.7 --out runs/bench/train_executions.jsonl
+    python benchmarks/world_model_fidelity.py runs/bench/train_executions.jsonl --modes score generate
+
+Executions whose real outcome is missing (infra errors) are left out, never scored 0. Gated scripts (no code,
+syntax errors) are answered by the deterministic gate in both worlds and would inflate agreement, so the
+figures are reported on the scripts that compile (``--include-gated`` adds them back).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wmrl.algorithms.debias import fit_calibration
+from wmrl.callbacks.world_model import fidelity
+from wmrl.environments.world_model import LMWorldModel
+from wmrl.rollout.agent import StepRequest
+
+
+def load(path: Path, include_gated: bool) -> list[dict]:
+    rows = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        outcome = row["outcome"]
+        if outcome["reward"] is None:
+            continue  # missing, never 0
+        if not include_gated and outcome["status"] in ("malformed", "syntax_err"):
+            continue
+        rows.append(row)
+    return rows
+
+
+def pairwise_accuracy(pred: np.ndarray, real: np.ndarray, tasks: list[str]) -> float:
+    """Share of same-task pairs with different real rewards that the prediction orders correctly."""
+    right = total = 0
+    for i in range(len(real)):
+        for j in range(i + 1, len(real)):
+            if tasks[i] != tasks[j] or real[i] == real[j]:
+                continue
+            total += 1
+            right += (pred[i] - pred[j]) * (real[i] - real[j]) > 0
+    return right / total if total else float("nan")
+
+
+def evaluate(name: str, predicted: np.ndarray, real: np.ndarray, tasks: list[str], fit_share: float,
+             seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(real))
+    cut = int(fit_share * len(real))
+    fit, test = order[:cut], order[cut:]
+    calibration = fit_calibration(predicted[fit], real[fit])
+    calibrated = calibration(predicted[test])
+    test_tasks = [tasks[i] for i in test]
+    import torch
+
+    raw = fidelity(torch.tensor(predicted[test]), torch.tensor(real[test]))
+    cal = fidelity(torch.tensor(calibrated), torch.tensor(real[test]))
+    return {
+        "mode": name, "fit": len(fit), "test": len(test),
+        "spearman_raw": raw["spearman"], "spearman_calibrated": cal["spearman"],
+        "mae_raw": raw["mae"], "mae_calibrated": cal["mae"],
+        "pairwise_raw": pairwise_accuracy(predicted[test], real[test], test_tasks),
+        "pairwise_calibrated": pairwise_accuracy(calibrated, real[test], test_tasks),
+        "map": calibration.to_dict(),
+    }
+
+
+def reliability(predicted: np.ndarray, real: np.ndarray, bins: int = 5) -> list[tuple[str, int, float, float]]:
+    edges = np.linspace(0, 1, bins + 1)
+    table = []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        inside = (predicted >= lo) & ((predicted < hi) | (hi == 1.0))
+        if inside.any():
+            table.append((f"[{lo:.1f},{hi:.1f})", int(inside.sum()), float(predicted[inside].mean()),
+                          float(real[inside].mean())))
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("executions", type=Path, nargs="+")
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="the world model (frozen)")
+    parser.add_argument("--modes", nargs="+", default=["score", "generate"], choices=["score", "generate"])
+    parser.add_argument("--generate-limit", type=int, default=None, help="at most this many scripts in generate mode")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="generate mode")
+    parser.add_argument("--fit-share", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--include-gated", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/world_model_fidelity.json"))
+    args = parser.parse_args(argv)
+
+    rows = [r for path in args.executions for r in load(path, args.include_gated)]
+    real = np.array([r["outcome"]["reward"] for r in rows])
+    tasks = [r["task"] for r in rows]
+    statuses: dict[str, int] = {}
+    for r in rows:
+        statuses[r["outcome"]["status"]] = statuses.get(r["outcome"]["status"], 0) + 1
+    print(f"{len(rows)} real executions from {len(set(tasks))} tasks: {statuses}")
+    results = []
+    for mode in args.modes:
+        subset = rows if mode == "score" or args.generate_limit is None else rows[: args.generate_limit]
+        wm = LMWorldModel(model=args.model, mode=mode, max_new_tokens=args.max_new_tokens, seed=args.seed)
+        start = time.perf_counter()
+        outcomes = []
+        for first in range(0, len(subset), 32):
+            chunk = subset[first : first + 32]
+            outcomes += wm.step_many([StepRequest(r["task"], r["code"], r["response"]) for r in chunk])
+            print(f"  {mode}: {len(outcomes)}/{len(subset)} scripts, {time.perf_counter() - start:.0f} s", flush=True)
+        seconds = time.perf_counter() - start
+        predicted = np.array([o.reward for o in outcomes])
+        result = evaluate(mode, predicted, real[: len(subset)], tasks[: len(subset)], args.fit_share, args.seed)
+        result.update(seconds=seconds, seconds_per_script=seconds / len(subset), parse_failures=wm.parse_failures,
+                      reliability_raw=reliability(predicted, real[: len(subset)]))
+        results.append(result)
+        print(json.dumps({k: v for k, v in result.items() if k != "map"}, indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"executions": len(rows), "statuses": statuses, "results": results}, indent=1))
+    print(f"\n{'mode':9} {'n fit/test':>10} {'spearman raw':>12} {'calibrated':>10} {'MAE raw':>8} {'calibrated':>10} "
+          f"{'pairwise raw':>12} {'calibrated':>10} {'s/script':>8}")
+    for r in results:
+        print(f"{r['mode']:9} {r['fit']:>4}/{r['test']:<5} {r['spearman_raw']:12.3f} {r['spearman_calibrated']:10.3f} "
+              f"{r['mae_raw']:8.3f} {r['mae_calibrated']:10.3f} {r['pairwise_raw']:12.3f} "
+              f"{r['pairwise_calibrated']:10.3f} {r['seconds_per_script']:8.2f}")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""`OnlineDebiasing`: calibrate world-model rewards against the anchors with a monotone (isotonic) map.
+
+Each step (``on_rewards``, before advantages) it pushes the step's anchor pairs ``(r_wm, r_real)`` (gathered
+from every rank) into a FIFO buffer (cap 5000), refits the map when due (identity until ``min_pairs`` pairs,
+then every ``refit_every`` new pairs; :mod:`wmrl.algorithms.debias`), and passes every world-model reward of the
+batch through the map. Anchor groups keep their real rewards. Pairs are pushed and the map refitted *before*
+the denoiser measures disagreement (``on_advantages`` comes later).
+
+When the anchors' rank correlation with the world model is <= 0 the world model ranks rollouts no better
+than chance (or backwards): the map goes flat, world-model groups then carry no gradient, and this callback
+says so loudly (a warning and ``wm_rank_corr`` in the progress bar).
+
+Logged: ``debias/pairs``, ``debias/refits``, ``debias/bias_reduction``, ``debias/rank_corr``,
+``debias/map_flat``, ``reward/world_model_calibrated_mean``, ``fidelity/*_calibrated``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from wmrl.algorithms.debias import CalibrationMap, bias_reduction, fit_calibration, rank_correlation
+from wmrl.callbacks.base import RLCallback, gather_rows
+from wmrl.callbacks.world_model import fidelity
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
+    from wmrl.types import RolloutBatch
+
+log = logging.getLogger(__name__)
+
+
+class OnlineDebiasing(RLCallback):
+    """The isotonic calibration of world-model rewards (DESIGN.md section 1, step 5).
+
+    Args:
+        min_pairs: identity map until this many anchor pairs exist (paper 200).
+        refit_every: refit after this many new pairs (paper 64).
+        buffer_size: FIFO cap on stored pairs (paper 5000).
+        bins: equal-width bins on [0, 1] (paper 10).
+    """
+
+    def __init__(self, min_pairs: int = 200, refit_every: int = 64, buffer_size: int = 5000, bins: int = 10) -> None:
+        problems = []
+        if min_pairs < 1:
+            problems.append(f"OnlineDebiasing min_pairs must be >= 1 (got {min_pairs})")
+        if refit_every < 1:
+            problems.append(f"OnlineDebiasing refit_every must be >= 1 (got {refit_every})")
+        if buffer_size < min_pairs:
+            problems.append(f"OnlineDebiasing buffer_size must be >= min_pairs (got {buffer_size} < {min_pairs})")
+        if bins < 1:
+            problems.append(f"OnlineDebiasing bins must be >= 1 (got {bins})")
+        if problems:
+            raise ValueError("invalid OnlineDebiasing configuration:\n  - " + "\n  - ".join(problems))
+        self.min_pairs, self.refit_every, self.buffer_size, self.bins = min_pairs, refit_every, buffer_size, bins
+        self.pairs: deque[tuple[float, float, int]] = deque(maxlen=buffer_size)  # (r_wm, r_real, group key)
+        self.calibration = CalibrationMap()
+        self.since_fit = 0
+        self.refits = 0
+        self.steps = 0
+        self.rank_corr = math.nan
+
+    @property
+    def fitted(self) -> bool:
+        return not self.calibration.is_identity
+
+    def push(self, wm, real, groups) -> bool:
+        """Add pairs (``groups``: a key per pair, pairs of one group share it); refit if due. True if refitted."""
+        for pair in zip(map(float, wm), map(float, real), map(int, groups), strict=True):
+            self.pairs.append(pair)
+        self.since_fit += len(wm)
+        due = len(self.pairs) >= self.min_pairs and (not self.fitted or self.since_fit >= self.refit_every)
+        if due:
+            self.refit()
+        return due
+
+    def refit(self) -> None:
+        wm, real, groups = (np.array(column) for column in zip(*self.pairs, strict=True))
+        self.calibration = fit_calibration(wm, real, self.bins)
+        self.since_fit = 0
+        self.refits += 1
+        self.rank_corr = rank_correlation(wm, real)
+        if not self.rank_corr > 0:
+            log.warning(
+                "OnlineDebiasing: the world model's rewards have rank correlation %.3f <= 0 with real execution on "
+                "%d anchor pairs: it ranks rollouts no better than chance; the calibration map is%s flat and "
+                "world-model groups carry %s gradient. Check the world model (model, mode, prompt).",
+                self.rank_corr, len(self.pairs), "" if self.calibration.is_flat else " not yet",
+                "no" if self.calibration.is_flat else "little",
+            )
+
+    def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        anchor = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
+        rank = float(getattr(trainer, "global_rank", 0) or 0)
+        local = torch.stack(
+            [batch.wm_rewards.double(), batch.rewards.double(), batch.group_ids.double(),
+             torch.full((len(batch),), rank, dtype=torch.float64)], dim=1,
+        )[anchor]
+        rows = gather_rows(trainer, local)  # every rank: the same pairs, in rank order
+        keys = (self.steps * 1_000_000 + rows[:, 3] * 1_000 + rows[:, 2]).long().tolist()  # unique group key
+        self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
+        self.steps += 1
+
+        simulated = ~batch.is_real & batch.graded
+        with_wm = ~torch.isnan(batch.wm_rewards)
+        if self.fitted:
+            calibrated = torch.as_tensor(self.calibration(batch.wm_rewards[with_wm].numpy()), dtype=batch.rewards.dtype)
+            batch.wm_calibrated[with_wm] = calibrated
+            batch.rewards[simulated] = batch.wm_calibrated[simulated]
+        metrics = {
+            "debias/pairs": float(len(self.pairs)),
+            "debias/refits": float(self.refits),
+            "debias/map_flat": float(self.calibration.is_flat),
+            "debias/rank_corr": self.rank_corr,
+        }
+        if self.pairs:
+            wm, real, groups = (np.array(c) for c in zip(*self.pairs, strict=True))
+            metrics["debias/bias_reduction"] = bias_reduction(wm, real, groups, self.calibration)
+        if bool(simulated.any()):
+            metrics["reward/world_model_calibrated_mean"] = float(batch.rewards[simulated].mean())
+        if self.fitted and bool(anchor.any()):
+            for key, value in fidelity(batch.wm_calibrated[anchor], batch.rewards[anchor]).items():
+                metrics[f"fidelity/{key}_calibrated"] = value
+        pl_module.log_dict(metrics, on_step=True, batch_size=len(batch))
+        if self.refits:
+            pl_module.log("wm_rank_corr", self.rank_corr, prog_bar=True, on_step=True, batch_size=len(batch))
+
+    def state_dict(self) -> dict:
+        return {
+            "pairs": [list(p) for p in self.pairs],
+            "calibration": self.calibration.to_dict(),
+            "since_fit": self.since_fit,
+            "refits": self.refits,
+            "steps": self.steps,
+            "rank_corr": self.rank_corr,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.pairs = deque((tuple(p) for p in state_dict["pairs"]), maxlen=self.buffer_size)  # type: ignore[misc]
+        self.calibration = CalibrationMap.from_dict(state_dict["calibration"])
+        self.since_fit = int(state_dict["since_fit"])
+        self.refits = int(state_dict["refits"])
+        self.steps = int(state_dict["steps"])
+        self.rank_corr = float(state_dict["rank_corr"])

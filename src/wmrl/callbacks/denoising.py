@@ -1,0 +1,118 @@
+"""`InverseVarianceDenoising`: weigh the clean anchor stream against the noisy world-model stream.
+
+After group normalisation (``on_advantages``) it measures, per anchor group whose real rewards vary, how much
+the calibrated world model disagrees with reality (``s2``, :mod:`wmrl.algorithms.denoise`), folds it into an
+EWMA (half-life 64 observations), freezes the scale ``c`` after 32 warm-up observations so the weight is 2.0
+at that moment, and multiplies the advantages of every anchor row by ``w = clip(1 + c * EWMA, 1, 4)``.
+Before calibration ``w = 1``.
+
+"Calibrated" means through ``OnlineDebiasing``'s map when that callback is in the run: then observations
+start only once its map is fitted (``batch.wm_calibrated`` is filled). Without it (the denoising-only
+ablation) the raw world-model rewards are used from the first anchor group on.
+
+Logged: ``denoise/weight``, ``denoise/disagreement`` (the EWMA), ``denoise/observations``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from wmrl.algorithms.denoise import (
+    HALF_LIFE,
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+    TARGET,
+    WARMUP,
+    InverseVarianceWeight,
+    group_disagreement,
+)
+from wmrl.callbacks.base import RLCallback, gather_rows
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
+    from wmrl.types import RolloutBatch
+
+
+class InverseVarianceDenoising(RLCallback):
+    """The anchor-advantage weight (DESIGN.md section 1, step 6).
+
+    Args:
+        half_life: EWMA half-life in observations (paper 64).
+        warmup: observations before ``c`` is frozen (paper 32).
+        target: the weight at the moment ``c`` is frozen (paper 2.0).
+        min_weight / max_weight: the clip range (paper [1, 4]).
+    """
+
+    def __init__(
+        self,
+        half_life: float = HALF_LIFE,
+        warmup: int = WARMUP,
+        target: float = TARGET,
+        min_weight: float = MIN_WEIGHT,
+        max_weight: float = MAX_WEIGHT,
+    ) -> None:
+        problems = []
+        if half_life <= 0:
+            problems.append(f"InverseVarianceDenoising half_life must be > 0 (got {half_life})")
+        if warmup < 1:
+            problems.append(f"InverseVarianceDenoising warmup must be >= 1 (got {warmup})")
+        if not min_weight <= target <= max_weight:
+            problems.append(
+                f"InverseVarianceDenoising target must lie in [min_weight, max_weight] (got {target} not in "
+                f"[{min_weight}, {max_weight}])"
+            )
+        if min_weight < 1:
+            problems.append(f"InverseVarianceDenoising min_weight must be >= 1 (got {min_weight})")
+        if problems:
+            raise ValueError("invalid InverseVarianceDenoising configuration:\n  - " + "\n  - ".join(problems))
+        self.state = InverseVarianceWeight(half_life, warmup, target, min_weight, max_weight)
+        self.needs_calibration = True
+
+    @property
+    def weight(self) -> float:
+        return self.state.weight
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        from wmrl.callbacks.debiasing import OnlineDebiasing
+
+        self.needs_calibration = any(isinstance(cb, OnlineDebiasing) for cb in trainer.callbacks)
+
+    def disagreements(self, batch: RolloutBatch) -> list[float]:
+        """``s2`` of each anchor group of ``batch`` that can be measured (in group order)."""
+        wm = batch.wm_calibrated if self.needs_calibration else batch.wm_rewards
+        rows = batch.is_real & batch.graded & ~torch.isnan(wm)
+        values = []
+        for group in torch.unique(batch.group_ids[rows]).tolist():
+            members = rows & (batch.group_ids == group)
+            s2 = group_disagreement(wm[members].tolist(), batch.rewards[members].tolist())
+            if s2 is not None:
+                values.append(s2)
+        return values
+
+    def on_advantages(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        local = torch.tensor(self.disagreements(batch), dtype=torch.float64).view(-1, 1)
+        for s2 in gather_rows(trainer, local).flatten().tolist():  # every rank: the same observations
+            self.state.observe(s2)
+        w = self.state.weight
+        if w != 1.0:
+            batch.advantages[batch.is_real] *= w
+        pl_module.log_dict(
+            {
+                "denoise/weight": w,
+                "denoise/disagreement": self.state.ewma if self.state.observations else math.nan,
+                "denoise/observations": float(self.state.observations),
+            },
+            on_step=True,
+            batch_size=len(batch),
+        )
+
+    def state_dict(self) -> dict:
+        return {**self.state.state_dict(), "needs_calibration": self.needs_calibration}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.state.load_state_dict(state_dict)
+        self.needs_calibration = bool(state_dict.get("needs_calibration", True))

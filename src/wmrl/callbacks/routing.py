@@ -1,0 +1,148 @@
+"""`AnchorRouting`: which groups of a step run for real (the anchors) and which the world model serves.
+
+Routing is group-pure (a group is all real or all world model), so GRPO's within-group normalisation always
+sees one reward scale. Per step, of ``G`` groups, ``k = min(capacity, G, max(floor, round(fraction * G)))``
+groups are anchors (paper: ~10% realised, a floor of 2 of 8 groups, capped by sandbox capacity).
+
+Selections:
+
+- ``random`` (the paper): ``k`` groups uniformly at random.
+- ``stratified``: the groups whose tasks have had the fewest anchors so far (ties at random), so every task
+  keeps being calibrated.
+- ``uncertainty``: the groups whose tasks the world model has been least sure about (the running mean of its
+  predicted-reward variance on that task; unseen tasks first). The plan is made before rollouts, so the
+  uncertainty is the task's history, not the current rollouts'.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Literal
+
+from wmrl.callbacks.base import RLCallback
+from wmrl.types import Source
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
+    from wmrl.types import RolloutBatch, RolloutPlan
+
+Selection = Literal["random", "stratified", "uncertainty"]
+
+
+class AnchorRouting(RLCallback):
+    """Route ``fraction`` of each step's groups (at least ``floor``, at most ``capacity``) to real execution.
+
+    Args:
+        fraction: share of groups executed for real (paper ~0.1; 0 with ``floor: 0`` is pure world model).
+        floor: minimum anchor groups per step (paper: 2 of 8).
+        capacity: maximum anchor groups per step (sandbox slots / group size); ``null``: no cap.
+        selection: ``random`` | ``stratified`` | ``uncertainty`` (see the module docstring).
+        seed: seeds the selection (rank ``r`` of a distributed run uses ``seed + r``).
+        uncertainty_decay: EWMA decay of the per-task uncertainty (``uncertainty`` selection).
+    """
+
+    def __init__(
+        self,
+        fraction: float = 0.1,
+        floor: int = 2,
+        capacity: int | None = None,
+        selection: Selection = "random",
+        seed: int = 0,
+        uncertainty_decay: float = 0.8,
+    ) -> None:
+        problems = []
+        if not 0.0 <= fraction <= 1.0:
+            problems.append(f"AnchorRouting fraction must be in [0, 1] (got {fraction})")
+        if floor < 0:
+            problems.append(f"AnchorRouting floor must be >= 0 (got {floor})")
+        if capacity is not None and capacity < 0:
+            problems.append(f"AnchorRouting capacity must be >= 0 or null (got {capacity})")
+        if selection not in ("random", "stratified", "uncertainty"):
+            problems.append(f"AnchorRouting selection must be random, stratified or uncertainty (got {selection!r})")
+        if not 0.0 <= uncertainty_decay < 1.0:
+            problems.append(f"AnchorRouting uncertainty_decay must be in [0, 1) (got {uncertainty_decay})")
+        if problems:
+            raise ValueError("invalid AnchorRouting configuration:\n  - " + "\n  - ".join(problems))
+        self.fraction, self.floor, self.capacity, self.selection = fraction, floor, capacity, selection
+        self.seed, self.uncertainty_decay = seed, uncertainty_decay
+        self.rng = random.Random(seed)
+        self.anchors_per_task: dict[str, int] = {}
+        self.uncertainty: dict[str, float] = {}
+        self.executions = 0
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        rank = getattr(trainer, "global_rank", 0)
+        if rank:
+            self.rng = random.Random(self.seed + rank)
+
+    def anchors_for(self, groups: int) -> int:
+        """How many of ``groups`` groups run for real this step.
+
+        >>> AnchorRouting(fraction=0.1, floor=2).anchors_for(8)
+        2
+        >>> AnchorRouting(fraction=0.5, floor=2, capacity=3).anchors_for(8)
+        3
+        """
+        k = max(self.floor, round(self.fraction * groups))
+        if self.capacity is not None:
+            k = min(k, self.capacity)
+        return min(k, groups)
+
+    def select(self, task_ids: list[str]) -> list[int]:
+        """The anchor groups among ``task_ids`` (indices, sorted)."""
+        k = self.anchors_for(len(task_ids))
+        order = list(range(len(task_ids)))
+        self.rng.shuffle(order)  # random order first: ties below are broken at random
+        if self.selection == "stratified":
+            order.sort(key=lambda g: self.anchors_per_task.get(task_ids[g], 0))
+        elif self.selection == "uncertainty":
+            order.sort(key=lambda g: -self.uncertainty.get(task_ids[g], float("inf")))
+        return sorted(order[:k])
+
+    def on_rollout_plan(self, trainer: pl.Trainer, pl_module: pl.LightningModule, plan: RolloutPlan) -> None:
+        anchors = set(self.select(plan.task_ids))
+        plan.environments[:] = ["real" if g in anchors else "world_model" for g in range(len(plan.task_ids))]
+        for g in anchors:
+            task = plan.task_ids[g]
+            self.anchors_per_task[task] = self.anchors_per_task.get(task, 0) + 1
+
+    def on_rollout_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        by_task: dict[str, list[float]] = {}
+        for trajectory in batch.trajectories:
+            if trajectory.source is Source.REAL:
+                self.executions += sum(t.code is not None for t in trajectory.turns)
+                continue
+            for turn in trajectory.turns:
+                if turn.outcome.variance is not None:
+                    by_task.setdefault(trajectory.task_id, []).append(turn.outcome.variance)
+        for task, variances in by_task.items():
+            value = sum(variances) / len(variances)
+            old = self.uncertainty.get(task)
+            d = self.uncertainty_decay
+            self.uncertainty[task] = value if old is None else d * old + (1 - d) * value
+        pl_module.log("anchor/executions_total", float(self.executions), on_step=True, batch_size=len(batch))
+
+    def state_dict(self) -> dict:
+        return {
+            "rng": _encode_rng(self.rng.getstate()),
+            "anchors_per_task": dict(self.anchors_per_task),
+            "uncertainty": dict(self.uncertainty),
+            "executions": self.executions,
+        }
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.rng.setstate(_decode_rng(state_dict["rng"]))
+        self.anchors_per_task = dict(state_dict["anchors_per_task"])
+        self.uncertainty = dict(state_dict["uncertainty"])
+        self.executions = int(state_dict["executions"])
+
+
+def _encode_rng(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _decode_rng(state: list) -> tuple:
+    version, internal, gauss = state
+    return (version, tuple(internal), gauss)

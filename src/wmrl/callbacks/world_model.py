@@ -1,0 +1,92 @@
+"""`WorldModelReward`: the world model serves the non-anchor groups and side-grades every anchor trajectory.
+
+At ``setup`` it binds the world model to the policy (``LMWorldModel(model="policy")``: the agent's own frozen
+base, LoRA disabled, as in the paper) and registers it with the module as the ``"world_model"`` environment,
+which ``AnchorRouting`` routes groups to. After the rollout (``on_rollout_end``) it asks the world model about
+every turn of every anchor trajectory, with the same history the agent had, and writes the trajectory-level
+world-model reward (max over turns, like the real one) into ``batch.wm_rewards``: the (r_wm, r_real) pairs
+that ``OnlineDebiasing`` calibrates on and ``InverseVarianceDenoising`` measures disagreement with.
+
+Logged: ``time/world_model`` (side-grading included), ``world_model/parse_failures``, and the raw fidelity
+on this step's anchors (torchmetrics Spearman, Pearson, MAE).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from wmrl.callbacks.base import RLCallback
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
+    from wmrl.types import RolloutBatch
+
+
+def fidelity(predicted: torch.Tensor, real: torch.Tensor) -> dict[str, float]:
+    """Spearman, Pearson and MAE of world-model rewards against real ones (torchmetrics; NaN when undefined)."""
+    from torchmetrics.functional import mean_absolute_error, pearson_corrcoef, spearman_corrcoef
+
+    predicted, real = predicted.double().flatten(), real.double().flatten()
+    out = {"mae": float(mean_absolute_error(predicted, real)) if len(real) else math.nan}
+    varies = len(real) >= 2 and float(predicted.std()) > 0 and float(real.std()) > 0
+    out["spearman"] = float(spearman_corrcoef(predicted, real)) if varies else math.nan
+    out["pearson"] = float(pearson_corrcoef(predicted, real)) if varies else math.nan
+    return out
+
+
+class WorldModelReward(RLCallback):
+    """Serve non-anchor groups with ``world_model`` and side-grade every anchor trajectory with it.
+
+    Args:
+        world_model: the world-model environment (``wmrl.environments.world_model.LMWorldModel`` or any object
+            with ``source`` and ``step_many``; ``bind(policy, tokenizer)`` is called when present).
+        side_grade: grade anchor trajectories with the world model too (needed by both corrections).
+    """
+
+    def __init__(self, world_model: Any, side_grade: bool = True) -> None:
+        if not hasattr(world_model, "step_many"):
+            raise TypeError(
+                f"WorldModelReward world_model must be an environment with step_many (got {type(world_model).__name__})"
+            )
+        self.world_model = world_model
+        self.side_grade = side_grade
+        self._failures_seen = 0
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if hasattr(self.world_model, "bind"):
+            self.world_model.bind(pl_module.policy, pl_module.tokenizer)
+        pl_module.add_environment("world_model", self.world_model)
+
+    def on_rollout_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        from wmrl.rollout.agent import StepRequest
+
+        anchors = [i for i, tr in enumerate(batch.trajectories) if bool(batch.is_real[i]) and tr.turns]
+        if self.side_grade and anchors:
+            requests, owners = [], []
+            for i in anchors:
+                turns = batch.trajectories[i].turns
+                for k, turn in enumerate(turns):
+                    requests.append(StepRequest(batch.trajectories[i].task_id, turn.code, turn.response, turns[:k]))
+                    owners.append(i)
+            start = time.perf_counter()
+            outcomes = self.world_model.step_many(requests)
+            pl_module.add_time("world_model", time.perf_counter() - start)
+            best: dict[int, float] = {}
+            for i, outcome in zip(owners, outcomes, strict=True):
+                if outcome.reward is not None:
+                    best[i] = max(best.get(i, 0.0), outcome.reward)
+            for i, reward in best.items():
+                batch.wm_rewards[i] = reward
+        failures = getattr(self.world_model, "parse_failures", 0)
+        metrics = {"world_model/parse_failures": float(failures - self._failures_seen)}
+        self._failures_seen = failures
+        pairs = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
+        if int(pairs.sum()) >= 1:
+            for key, value in fidelity(batch.wm_rewards[pairs], batch.rewards[pairs]).items():
+                metrics[f"fidelity/{key}_raw"] = value
+        pl_module.log_dict(metrics, on_step=True, batch_size=len(batch))
