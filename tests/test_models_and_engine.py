@@ -206,6 +206,27 @@ def test_greedy_batch_equals_one_by_one(tiny):
         assert alone.logprobs == pytest.approx(generation.logprobs, abs=1e-5)
 
 
+def test_identical_prompts_share_one_prefill_and_stay_exact(tiny):
+    """A group's identical prompts are prefilled once; every row still samples its own continuation with
+    log-probs equal to teacher forcing."""
+    model, tokenizer = tiny
+    engine = HFGenerationEngine(model, tokenizer, max_batch_size=8)
+    prompts = _prompts(tokenizer)
+    group = [prompts[1]] * 4 + [prompts[2]] * 3
+    calls = []
+    hook = model.register_forward_pre_hook(lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape),
+                                           with_kwargs=True)
+    try:
+        generations = engine.generate(group, SamplingParams(max_new_tokens=12, temperature=1.0, seed=3))
+    finally:
+        hook.remove()
+    assert calls[0][0] == 2  # one prefill row per distinct prompt
+    assert len({g.token_ids for g in generations[:4]}) > 1  # rows of a group still differ
+    for prompt, generation in zip(group, generations, strict=True):
+        expected = _teacher_forced_logprobs(model, prompt, generation.token_ids, 1.0)
+        torch.testing.assert_close(torch.tensor(generation.logprobs), expected, atol=1e-4, rtol=0)
+
+
 def test_rows_finishing_early_leave_the_others_unchanged(tiny):
     """Finished rows are dropped from the batch and the KV cache; the rest must decode as before."""
     model, tokenizer = tiny

@@ -40,7 +40,9 @@ class HFGenerationEngine(GenerationEngine):
 
     - prompts are split into micro-batches of ``max_batch_size`` (after sorting by length, which keeps
       padding small), left-padded, with position ids counted from each prompt's first real token, so a
-      padded batch computes what each prompt would alone (up to float rounding);
+      padded batch computes what each prompt would alone (up to float rounding); identical prompts in a
+      micro-batch (the rollouts of a GRPO group) share one prefill, whose KV cache is repeated per row (on
+      CPU the prefill of a ~1,200-token task prompt costs far more than sampling a 100-token answer);
     - at each step the log-probs are ``log_softmax(logits / temperature)`` of the *raw* logits, before top-p
       truncation, taken at the sampled token: the distribution the GRPO loss recomputes with a full forward
       pass at the same temperature. Greedy decoding (``temperature == 0``) reports temperature-1 log-probs;
@@ -116,10 +118,15 @@ class HFGenerationEngine(GenerationEngine):
         self, prompts: list[list[int]], params: SamplingParams, generator: Any, device: torch.device
     ) -> list[Generation]:
         size = len(prompts)
-        width = max(len(prompt) for prompt in prompts)
-        input_ids = torch.full((size, width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((size, width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
+        # Identical prompts (a GRPO group) share one prefill: the unique prompts run once, then their KV cache
+        # and last logits are repeated for every row that asked for them.
+        unique: dict[tuple[int, ...], int] = {}
+        inverse = [unique.setdefault(tuple(prompt), len(unique)) for prompt in prompts]
+        distinct = [list(prompt) for prompt in unique]
+        width = max(len(prompt) for prompt in distinct)
+        input_ids = torch.full((len(distinct), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for row, prompt in enumerate(distinct):
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
             attention_mask[row, width - len(prompt) :] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
@@ -140,6 +147,12 @@ class HFGenerationEngine(GenerationEngine):
         )
         cache = _returned_cache(out)
         logits = out.logits[:, -1, :].float()
+        if len(distinct) < size:
+            expand = torch.tensor(inverse, device=device)
+            cache.reorder_cache(expand)
+            logits = logits.index_select(0, expand)
+            attention_mask = attention_mask.index_select(0, expand)
+            position_ids = position_ids.index_select(0, expand)
         for step in range(params.max_new_tokens):
             next_tokens, next_logprobs = self._sample(logits, params, generator)
             is_eos = torch.isin(next_tokens, eos).tolist()
