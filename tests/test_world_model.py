@@ -36,7 +36,7 @@ def test_the_gate_answers_without_a_model_call(tiny_suite):
     outcomes = wm.step_many([StepRequest("tiny_iris", None, "no code"), StepRequest("tiny_iris", "x = (", "```")])
     assert [o.status for o in outcomes] == [Status.MALFORMED, Status.SYNTAX_ERR]
     assert [o.reward for o in outcomes] == [0.0, 0.0]
-    assert all(o.source is Source.WORLD_MODEL for o in outcomes) and wm.calls == 0
+    assert all(o.source is Source.WORLD_MODEL and o.flags == ("gate",) for o in outcomes) and wm.calls == 0
     with pytest.raises(RuntimeError, match="no policy bound"):
         wm.step_many([StepRequest("tiny_iris", SCRIPT, "")])
 
@@ -44,6 +44,9 @@ def test_the_gate_answers_without_a_model_call(tiny_suite):
 def test_score_mode_reads_a_distribution_over_outcomes(tiny_policy, tiny_suite):
     wm = world_model(tiny_policy, tiny_suite, mode="score")
     requests = [StepRequest("tiny_iris", SCRIPT, ""), StepRequest("tiny_diabetes", SCRIPT + "x = 1\n", "")]
+    prompt = wm.simulation_prompt(requests[0], "Q?")
+    assert "## Starter solution" in tiny_suite.get("tiny_iris").description
+    assert "## Starter solution" not in prompt and "## Data" in prompt and "2: train = pd.read_csv" in prompt
     probabilities = wm.outcome_probabilities(requests)
     assert len(probabilities) == 2
     for p in probabilities:

@@ -173,7 +173,8 @@ class RolloutBatch:
         advantages: ``[N]`` float, group-normalised advantages (filled before the advantage hooks).
         used: ``[N]`` bool, rows that carry gradient (graded, in a group with >= 2 graded rows).
         wm_rewards: ``[N]`` float, the raw world-model reward of each trajectory (world-model rows: their
-            reward as rolled out; anchor rows: the side-grade, filled by ``WorldModelReward``); NaN where none.
+            reward as rolled out; anchor rows: the side-grade, filled by ``WorldModelReward``); NaN where none,
+            and where every turn was decided by the deterministic gate (an exact 0.0, not a prediction).
         wm_calibrated: ``[N]`` float, ``wm_rewards`` after the debiasing map (filled by ``OnlineDebiasing``
             once its map is fitted); NaN before.
     """

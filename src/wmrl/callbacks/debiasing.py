@@ -107,8 +107,8 @@ class OnlineDebiasing(RLCallback):
         self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
         self.steps += 1
 
-        simulated = ~batch.is_real & batch.graded
         with_wm = ~torch.isnan(batch.wm_rewards)
+        simulated = ~batch.is_real & batch.graded & with_wm  # gated world-model rows keep their exact 0.0
         if self.fitted:
             calibrated = torch.as_tensor(self.calibration(batch.wm_rewards[with_wm].numpy()), dtype=batch.rewards.dtype)
             batch.wm_calibrated[with_wm] = calibrated

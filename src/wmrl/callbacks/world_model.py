@@ -78,7 +78,7 @@ class WorldModelReward(RLCallback):
             pl_module.add_time("world_model", time.perf_counter() - start)
             best: dict[int, float] = {}
             for i, outcome in zip(owners, outcomes, strict=True):
-                if outcome.reward is not None:
+                if outcome.reward is not None and "gate" not in outcome.flags:  # gated turns are exact, not pairs
                     best[i] = max(best.get(i, 0.0), outcome.reward)
             for i, reward in best.items():
                 batch.wm_rewards[i] = reward

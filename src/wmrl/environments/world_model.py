@@ -8,7 +8,8 @@ It answers the agent loop's environment protocol (``step_many``) like the real s
     outcomes = wm.step_many(requests)          # -> [Outcome(source=world_model, reward, variance, feedback)]
 
 The deterministic gate comes first: no code block -> ``malformed`` and ``compile()`` failing -> ``syntax_err``,
-both 0.0 without any model call. Two prediction modes:
+both 0.0 without any model call. Gated outcomes carry the flag ``"gate"``: they are exact (the real sandbox gates
+the same way), so they are neither calibrated nor used as calibration pairs. Two prediction modes:
 
 - ``generate`` (the paper): the holistic simulation prompt (task, data inventory, the code with 1-indexed line
   numbers; simulate parse -> compile -> run, first exception wins -> submission -> score) answered as JSON
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 BUCKET_POSITION = {"low": 0.05, "fair": 0.20, "mid": 0.45, "high": 0.75}
 MAX_VARIANCE = 0.25  # the largest variance of any reward in [0, 1]
+GATE_FLAG = "gate"  # on outcomes decided by the deterministic gate: exact, not predictions (never calibrated)
+STARTER_HEADING = "## Starter solution"  # the agent's prompt section the world model does not need
 
 
 @dataclass(frozen=True)
@@ -275,7 +278,7 @@ class LMWorldModel:
         for i, request in enumerate(requests):
             gated = check_script(request.code)
             if gated is not None:
-                outcomes[i] = replace(gated, source=Source.WORLD_MODEL)
+                outcomes[i] = replace(gated, source=Source.WORLD_MODEL, flags=(GATE_FLAG,))
             else:
                 todo.append(i)
         if todo:
@@ -289,7 +292,8 @@ class LMWorldModel:
         return outcomes  # type: ignore[return-value]
 
     def simulation_prompt(self, request: StepRequest, instructions: str) -> str:
-        overview = self.suite.get(request.task_id).description
+        """Task overview and data dictionary (the starter solution left out), the numbered code, the question."""
+        overview = self.suite.get(request.task_id).description.split(STARTER_HEADING)[0].rstrip()
         if len(overview) > self.overview_chars:
             overview = overview[: self.overview_chars] + "\n[... task text truncated ...]"
         code = numbered(request.code or "", self.code_chars)

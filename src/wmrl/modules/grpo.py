@@ -60,7 +60,8 @@ class GRPOModule(pl.LightningModule):
         micro_batch_size: trajectories per forward/backward pass (gradient accumulation inside a step).
         generation_batch_size: prompts per generation pass.
         max_grad_norm: gradient clipping.
-        seed: seeds rollouts (step ``s`` samples with seed ``seed + s``: a resumed run continues exactly).
+        seed: seeds rollouts (step ``s`` samples with seed ``seed + s``, plus ``100003 x rank`` under DDP so ranks
+            sample different rollouts: a resumed run continues exactly).
         eval_at_start: evaluate the held-out tasks before the first step (the starting policy's score).
         prefill: how each assistant turn starts (``none`` | ``fence`` | ``starter_head``, see
             :class:`~wmrl.rollout.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
@@ -151,7 +152,7 @@ class GRPOModule(pl.LightningModule):
         plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
         dispatch("on_rollout_plan", self.trainer, self, plan)
         self._timings = {}
-        batch = self.rollout(plan, seed=hp.seed + self.global_step)
+        batch = self.rollout(plan, seed=hp.seed + self.global_step + 100_003 * self.global_rank)
         dispatch("on_rollout_end", self.trainer, self, batch)
         dispatch("on_rewards", self.trainer, self, batch)
         advantages, used = group_advantages(
@@ -200,7 +201,7 @@ class GRPOModule(pl.LightningModule):
         total, count = self._real_seconds
         simulated = sum(1 for tr in trajectories if tr.source is Source.WORLD_MODEL for t in tr.turns
                         if t.code is not None)
-        wm_raw = batch.wm_rewards[~batch.is_real & batch.graded]
+        wm_raw = batch.wm_rewards[~batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)]
         metrics = {
             "reward/mean": float(graded.mean()) if len(graded) else math.nan,
             "reward/real_mean": float(real.mean()) if len(real) else math.nan,
@@ -395,6 +396,9 @@ def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
     trajectories = tuple(s.trajectory() for s in states)
     rewards = torch.tensor([math.nan if t.reward is None else t.reward for t in trajectories], dtype=torch.float32)
     is_real = torch.tensor([t.source is Source.REAL for t in trajectories], dtype=torch.bool)
+    # world-model rows whose every turn was decided by the deterministic gate hold exact rewards, not predictions
+    predicted = torch.tensor([any("gate" not in turn.outcome.flags for turn in t.turns) for t in trajectories],
+                             dtype=torch.bool)
     return RolloutBatch(
         trajectories=trajectories,
         group_ids=torch.tensor([s.group for s in states], dtype=torch.long),
@@ -407,7 +411,7 @@ def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
         is_real=is_real,
         advantages=torch.zeros(n, dtype=torch.float32),
         used=torch.zeros(n, dtype=torch.bool),
-        wm_rewards=torch.where(is_real, torch.full_like(rewards, math.nan), rewards),
+        wm_rewards=torch.where(is_real | predicted.logical_not(), torch.full_like(rewards, math.nan), rewards),
         wm_calibrated=torch.full_like(rewards, math.nan),
     )
 
