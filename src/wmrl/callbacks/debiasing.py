@@ -80,8 +80,12 @@ class OnlineDebiasing(RLCallback):
             self.refit()
         return due
 
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The buffered pairs as arrays: r_wm, r_real, group key."""
+        return tuple(np.array(column) for column in zip(*self.pairs, strict=True))  # type: ignore[return-value]
+
     def refit(self) -> None:
-        wm, real, groups = (np.array(column) for column in zip(*self.pairs, strict=True))
+        wm, real, _ = self.columns()
         self.calibration = fit_calibration(wm, real, self.bins)
         self.since_fit = 0
         self.refits += 1
@@ -120,7 +124,7 @@ class OnlineDebiasing(RLCallback):
             "debias/rank_corr": self.rank_corr,
         }
         if self.pairs:
-            wm, real, groups = (np.array(c) for c in zip(*self.pairs, strict=True))
+            wm, real, groups = self.columns()
             metrics["debias/bias_reduction"] = bias_reduction(wm, real, groups, self.calibration)
         if bool(simulated.any()):
             metrics["reward/world_model_calibrated_mean"] = float(batch.rewards[simulated].mean())
