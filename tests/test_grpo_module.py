@@ -116,3 +116,19 @@ def test_bad_configuration_names_every_key():
     assert "model.init_args.group_size must be >= 2" in message
     assert "model.init_args.clip_eps must be > 0" in message
     assert "model.init_args.loss_aggregation" in message
+
+
+def test_heldout_evaluation_samples_every_task_in_one_rollout():
+    from wmrl.datamodules.autoresearch import AutoResearchDataModule
+
+    module = make_module(max_new_tokens=8, eval_temperature=0.5)
+    env = module.environments["real"]
+    tasks = ["smoke_iris", "smoke_diabetes", "smoke_breast_cancer"]
+    data = AutoResearchDataModule(split="smoke", eval_tasks=tasks, eval_samples=3, group_size=8)
+    results = trainer(1).validate(module, datamodule=data, verbose=False)[0]
+    assert env.calls == 1  # the three tasks x 3 samples were answered in one batched rollout
+    per_task = {t: results[f"heldout_task/{t}/score"] for t in tasks}
+    assert all(0 < s <= 1 for s in per_task.values())  # LowTokenEnvironment: every answer is valid
+    assert results["heldout/valid_rate"] == 1.0
+    assert results["heldout/score"] == pytest.approx(sum(per_task.values()) / 3, abs=1e-6)
+    assert [r["task_id"] for r in module._eval_results] == tasks

@@ -63,6 +63,16 @@ def test_score_mode_reads_a_distribution_over_outcomes(tiny_policy, tiny_suite):
     assert alone[0] == pytest.approx(probabilities[1], abs=1e-4)
 
 
+def test_scripts_of_one_task_share_the_prompt_prefix_and_score_as_alone(tiny_policy, tiny_suite):
+    wm = world_model(tiny_policy, tiny_suite, mode="score")
+    scripts = [SCRIPT, SCRIPT + "x = 1\n", "import numpy as np\nprint(np.zeros(3).sum())\n"]
+    requests = [StepRequest("tiny_iris", s, "") for s in scripts] + [StepRequest("tiny_diabetes", SCRIPT, "")]
+    together = wm.outcome_probabilities(requests)  # tiny_iris: one batch on a shared prefix
+    assert together[0] != pytest.approx(together[1], abs=1e-6)  # the code matters
+    for request, p in zip(requests, together, strict=True):
+        assert wm.outcome_probabilities([request])[0] == pytest.approx(p, abs=1e-4)
+
+
 def test_generate_mode_never_crashes_on_garbage_and_counts_parse_failures(tiny_policy, tiny_suite):
     wm = world_model(tiny_policy, tiny_suite, mode="generate", max_new_tokens=12)
     outcomes = wm.step_many([StepRequest("tiny_iris", SCRIPT, "")] * 3)

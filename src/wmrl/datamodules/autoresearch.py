@@ -121,7 +121,9 @@ class AutoResearchDataModule(pl.LightningDataModule):
         return DataLoader(dataset, batch_size=None, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(_Eval(self.eval_task_ids, self.eval_samples), batch_size=None, num_workers=0)
+        # one batch holds every held-out task of a rank: the module samples them in one batched rollout
+        tasks = _Eval(self.eval_task_ids, self.eval_samples)
+        return DataLoader(tasks, batch_size=len(tasks), collate_fn=list, num_workers=0)
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()

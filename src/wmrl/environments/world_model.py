@@ -316,34 +316,33 @@ class LMWorldModel:
         return ids
 
     def outcome_probabilities(self, requests: Sequence[StepRequest]) -> list[list[float]]:
-        """Per request, the probability of each :data:`OUTCOME_CLASSES` entry (one forward pass per batch)."""
+        """Per request, the probability of each :data:`OUTCOME_CLASSES` entry (one forward pass per batch).
+
+        Requests are batched per task, and a batch's shared prompt prefix (instructions, task overview, data
+        dictionary: most of the prompt) runs once (:func:`wmrl.models.kv.last_token_logits`).
+        """
         import torch
+
+        from wmrl.models.kv import last_token_logits
 
         options = "\n".join(f"{c.letter}) {c.text}" for c in OUTCOME_CLASSES)
         instructions = SCORE_INSTRUCTIONS.format(options=options)
         prompts = [self._chat_ids(self.simulation_prompt(r, instructions)) for r in requests]
         letters = torch.tensor(self.option_token_ids())
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        result: list[list[float]] = []
+        # batches of one task: its overview and data dictionary are a prefix every script's prompt shares
+        by_task: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            by_task.setdefault(request.task_id, []).append(index)
+        result: list[list[float]] = [[] for _ in requests]
         with self._frozen():
-            for first in range(0, len(prompts), self.batch_size):
-                chunk = prompts[first : first + self.batch_size]
-                width = max(map(len, chunk))
-                ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, prompt in enumerate(chunk):  # left padding: the next token is at the last column
-                    ids[row, width - len(prompt) :] = torch.tensor(prompt)
-                    mask[row, width - len(prompt) :] = 1
-                positions = (mask.cumsum(1) - 1).clamp(min=0)
-                device = next(self.model.parameters()).device
-                logits = self.model(
-                    input_ids=ids.to(device),
-                    attention_mask=mask.to(device),
-                    position_ids=positions.to(device),
-                    logits_to_keep=1,
-                ).logits[:, -1, :].float()
-                probabilities = torch.softmax(logits[:, letters.to(device)], dim=-1)
-                result += probabilities.cpu().tolist()
+            for indices in by_task.values():
+                for first in range(0, len(indices), self.batch_size):
+                    chunk = indices[first : first + self.batch_size]
+                    logits = last_token_logits(self.model, [prompts[i] for i in chunk], pad).float()
+                    probabilities = torch.softmax(logits[:, letters.to(logits.device)], dim=-1)
+                    for index, row in zip(chunk, probabilities.cpu().tolist(), strict=True):
+                        result[index] = row
         return result
 
     def _score(self, requests: Sequence[StepRequest]) -> list[Outcome]:

@@ -33,6 +33,7 @@ from wmrl.algorithms.grpo import (
 )
 from wmrl.callbacks.base import dispatch
 from wmrl.models import LoraSettings
+from wmrl.models.kv import causal_lm_logits
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
@@ -66,6 +67,9 @@ class GRPOModule(pl.LightningModule):
         prefill: how each assistant turn starts (``none`` | ``fence`` | ``starter_head``, see
             :class:`~wmrl.rollout.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
             needs to write valid submissions at all (DESIGN.md section 7).
+        share_prefix: in the update, run the prompt a micro-batch's rows share (a group's task prompt) once
+            and repeat its KV cache per row (:func:`wmrl.models.kv.causal_lm_logits`; same loss and gradients,
+            ~2.5x fewer tokens for a CPU quickstart group); ``false`` runs every row in full.
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -94,6 +98,7 @@ class GRPOModule(pl.LightningModule):
         seed: int = 0,
         eval_at_start: bool = False,
         prefill: Prefill = "starter_head",
+        share_prefix: bool = True,
         policy: tuple | None = None,
     ) -> None:
         super().__init__()
@@ -258,7 +263,7 @@ class GRPOModule(pl.LightningModule):
         first = int(window_mask.float().argmax(1)[window_mask.any(1)].min())
         window = slice(first - 1, length)  # logits at p-1 predict the token at p
         keep = length - first + 1
-        logits = self.policy(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+        logits = causal_lm_logits(self.policy, ids, attention, keep, share_prefix=hp.share_prefix)
         logprobs = token_logprobs(logits, ids[:, window], temperature=hp.temperature)
         entropy = entropy_from_logits(logits, temperature=hp.temperature) if hp.entropy_coef > 0 else None
         ref = self._reference_logprobs(ids, attention, window, keep) if hp.kl_coef > 0 else None
@@ -283,10 +288,10 @@ class GRPOModule(pl.LightningModule):
             from wmrl.models import reference_mode
 
             with reference_mode(self.policy) as reference:
-                logits = reference(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+                logits = causal_lm_logits(reference, ids, attention, keep, share_prefix=self.hparams.share_prefix)
         else:
             reference = self._frozen_reference[0]
-            logits = reference(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+            logits = causal_lm_logits(reference, ids, attention, keep, share_prefix=self.hparams.share_prefix)
         return token_logprobs(logits, ids[:, window], temperature=self.hparams.temperature)
 
     def configure_optimizers(self):
@@ -296,31 +301,39 @@ class GRPOModule(pl.LightningModule):
         return torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
 
     # -- held-out evaluation (real execution only) -----------------------------------------------------
-    def evaluate(self, task_id: str, samples: int, seed: int) -> dict:
-        """``samples`` rollouts of one held-out task at the evaluation temperature, executed for real."""
-        plan = RolloutPlan([task_id], samples, ["real"])
-        batch = self.rollout(plan, seed=seed, agent=self.eval_agent)
-        positions = []
-        valid = 0
-        for trajectory in batch.trajectories:
-            best = max(
-                (t.outcome.position for t in trajectory.turns if t.outcome.status is Status.VALID), default=None
-            )
-            valid += best is not None
-            positions.append(best)
-        valid_positions = [p for p in positions if p is not None]
-        mean_best = sum(valid_positions) / len(valid_positions) if valid_positions else 0.0
-        return {
-            "task_id": task_id,
-            "valid_rate": valid / samples,
-            "mean_position": sum(p or 0.0 for p in positions) / samples,
-            "best_of_k": max(valid_positions, default=0.0),
-            "score": (valid / samples) * mean_best,  # the paper's per-task value
-        }
+    def evaluate(self, task_ids: list[str], samples: int, seed: int) -> list[dict]:
+        """``samples`` rollouts of each held-out task at the evaluation temperature, executed for real.
 
-    def validation_step(self, item: tuple[str, int], batch_idx: int) -> None:
-        task_id, samples = item
-        self._eval_results.append(self.evaluate(task_id, samples, seed=10_000 + batch_idx))
+        All tasks are sampled in one rollout (the engine batches their prompts, each task's samples sharing one
+        prefill), which on CPU costs about a third of evaluating the tasks one after the other.
+        """
+        plan = RolloutPlan(list(task_ids), samples, ["real"] * len(task_ids))
+        batch = self.rollout(plan, seed=seed, agent=self.eval_agent)
+        results = []
+        for group, task_id in enumerate(task_ids):
+            positions = []
+            for trajectory in batch.trajectories[group * samples : (group + 1) * samples]:
+                positions.append(max(
+                    (t.outcome.position for t in trajectory.turns if t.outcome.status is Status.VALID), default=None
+                ))
+            valid_positions = [p for p in positions if p is not None]
+            valid_rate = len(valid_positions) / samples
+            mean_best = sum(valid_positions) / len(valid_positions) if valid_positions else 0.0
+            results.append({
+                "task_id": task_id,
+                "valid_rate": valid_rate,
+                "mean_position": sum(p or 0.0 for p in positions) / samples,
+                "best_of_k": max(valid_positions, default=0.0),
+                "score": valid_rate * mean_best,  # the paper's per-task value
+            })
+        return results
+
+    def validation_step(self, items: list[tuple[str, int]], batch_idx: int) -> None:
+        """A batch of ``(task_id, samples)`` items (the data module's held-out tasks on this rank)."""
+        samples = {k for _, k in items}
+        if len(samples) != 1:
+            raise ValueError(f"one evaluation batch needs one sample count per task (got {sorted(samples)})")
+        self._eval_results.extend(self.evaluate([t for t, _ in items], samples.pop(), seed=10_000 + batch_idx))
 
     def on_validation_epoch_start(self) -> None:
         self._eval_results = []
@@ -328,8 +341,8 @@ class GRPOModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self._log_eval("heldout")
 
-    def test_step(self, item: tuple[str, int], batch_idx: int) -> None:
-        self.validation_step(item, batch_idx)
+    def test_step(self, items: list[tuple[str, int]], batch_idx: int) -> None:
+        self.validation_step(items, batch_idx)
 
     def on_test_epoch_start(self) -> None:
         self._eval_results = []
@@ -341,10 +354,7 @@ class GRPOModule(pl.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None)
         if not self.hparams.eval_at_start or self.global_step > 0 or datamodule is None:
             return
-        self._eval_results = [
-            self.evaluate(task_id, datamodule.eval_samples, seed=10_000 + i)
-            for i, task_id in enumerate(datamodule.eval_task_ids)
-        ]
+        self._eval_results = self.evaluate(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)
         summary = self._summarise(self._eval_results)
         for logger in self.loggers:
             logger.log_metrics({f"heldout/{k}": v for k, v in summary.items()}, step=0)

@@ -51,17 +51,22 @@ def extract_code(text: str) -> str | None:
 
 
 def starter_head(starter: str) -> str:
-    """The part of a starter solution a ``starter_head`` turn begins with: everything before its model.
+    r"""The part of a starter solution a ``starter_head`` turn begins with: everything before its model.
 
-    Up to (not including) the first top-level ``model =`` line; starters without one (forecasts, survival)
-    give their imports and data loading (up to the first blank line after the last ``read_csv``).
+    Up to (not including) the first ``model =`` line at any indentation: for a tabular starter the imports,
+    data loading, feature function and validation split; for a forecast starter also the helper functions and
+    the ``def forecast(...)`` signature, so the policy writes the model inside it, then the validation and the
+    submission. Starters without a model line (survival) give their imports and data loading (up to the first
+    blank line after the last ``read_csv``).
 
     >>> starter_head("import pandas as pd\nX = pd.read_csv('a')\n\nmodel = f()\nmodel.fit(X)\n")
     "import pandas as pd\nX = pd.read_csv('a')\n\n"
+    >>> starter_head("def forecast(y):\n    t = y[-4:]\n    model = f(t)\n    return model\n")
+    'def forecast(y):\n    t = y[-4:]\n'
     """
     lines = starter.splitlines(keepends=True)
     for i, line in enumerate(lines):
-        if line.startswith("model =") or line.startswith("model="):
+        if line.lstrip().startswith(("model =", "model=")):
             return "".join(lines[:i])
     reads = [i for i, line in enumerate(lines) if "read_csv(" in line]
     if not reads:

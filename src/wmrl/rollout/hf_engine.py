@@ -6,12 +6,12 @@ generation samples from the current policy.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from wmrl.models.kv import cache_kwarg, preallocate, returned_cache
 from wmrl.rollout.engine import FinishReason, Generation, GenerationEngine, SamplingParams
 
 _OPEN_FENCE = "```python"
@@ -42,7 +42,9 @@ class HFGenerationEngine(GenerationEngine):
       padding small), left-padded, with position ids counted from each prompt's first real token, so a
       padded batch computes what each prompt would alone (up to float rounding); identical prompts in a
       micro-batch (the rollouts of a GRPO group) share one prefill, whose KV cache is repeated per row (on
-      CPU the prefill of a ~1,200-token task prompt costs far more than sampling a 100-token answer);
+      CPU the prefill of a ~1,200-token task prompt costs far more than sampling a 100-token answer), and the
+      cache is preallocated for the whole generation (:func:`wmrl.models.kv.preallocate`) instead of growing by
+      a copy at every token;
     - at each step the log-probs are ``log_softmax(logits / temperature)`` of the *raw* logits, before top-p
       truncation, taken at the sampled token: the distribution the GRPO loss recomputes with a full forward
       pass at the same temperature. Greedy decoding (``temperature == 0``) reports temperature-1 log-probs;
@@ -82,7 +84,7 @@ class HFGenerationEngine(GenerationEngine):
             raise ValueError("no EOS token id: the tokenizer defines none; pass eos_token_ids explicitly")
         pad = tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else min(self.eos_token_ids))
-        self._cache_kwarg = _cache_kwarg(model)
+        self._cache_kwarg = cache_kwarg(model)
         # Token ids whose text holds a backtick: only these can complete a fence, so only then is the
         # sequence's text decoded again to check for a closed code block.
         self._backtick_ids = _ids_with_backtick(tokenizer)
@@ -145,7 +147,7 @@ class HFGenerationEngine(GenerationEngine):
             use_cache=True,
             logits_to_keep=1,
         )
-        cache = _returned_cache(out)
+        cache = returned_cache(out)
         logits = out.logits[:, -1, :].float()
         if len(distinct) < size:
             expand = torch.tensor(inverse, device=device)
@@ -153,6 +155,7 @@ class HFGenerationEngine(GenerationEngine):
             logits = logits.index_select(0, expand)
             attention_mask = attention_mask.index_select(0, expand)
             position_ids = position_ids.index_select(0, expand)
+        cache = preallocate(cache, width + params.max_new_tokens)
         for step in range(params.max_new_tokens):
             next_tokens, next_logprobs = self._sample(logits, params, generator)
             is_eos = torch.isin(next_tokens, eos).tolist()
@@ -187,7 +190,7 @@ class HFGenerationEngine(GenerationEngine):
                 use_cache=True,
                 **{self._cache_kwarg: cache},
             )
-            cache = _returned_cache(out)
+            cache = returned_cache(out)
             logits = out.logits[:, -1, :].float()
         return [
             Generation(
@@ -237,17 +240,6 @@ def _ids_with_backtick(tokenizer: Any) -> frozenset[int]:
     if any("`" in token for token in vocab):
         return frozenset(i for token, i in vocab.items() if "`" in token)
     return frozenset(i for i in vocab.values() if "`" in tokenizer.decode([i]))
-
-
-def _cache_kwarg(model: Any) -> str:
-    """transformers >= 5.2x names the KV cache argument ``cache``; older releases (vLLM's pin) ``past_key_values``."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
-def _returned_cache(output: Any) -> Any:
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
 
 
 def _device_of(model: Any) -> torch.device:
