@@ -188,6 +188,16 @@ def cmd_exec(args) -> None:
     out.print(outcome.feedback, markup=False, highlight=False)
 
 
+def cmd_report(args) -> None:
+    from wmrl.report import write_report
+
+    try:
+        page = write_report(args.run_dir, args.out)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from exc
+    console.print(f"report written: {page} (open it in a browser)")
+
+
 # -- parser --------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -233,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="execute even if this script was run before")
     sandbox_args(p)
     p.set_defaults(fn=cmd_exec)
+
+    p = sub.add_parser("report", help="figures and an HTML page for a training run")
+    p.add_argument("run_dir", help="the run's trainer.default_root_dir (holds csv/ and calibration.jsonl)")
+    p.add_argument("--out", default=None, help="output dir (default RUN_DIR/report)")
+    p.set_defaults(fn=cmd_report)
     return parser
 
 

@@ -11,20 +11,23 @@ than chance (or backwards): the map goes flat, world-model groups then carry no 
 says so loudly (a warning and ``wm_rank_corr`` in the progress bar).
 
 Logged: ``debias/pairs``, ``debias/refits``, ``debias/bias_reduction``, ``debias/rank_corr``,
-``debias/map_flat``, ``reward/world_model_calibrated_mean``, ``fidelity/*_calibrated``.
+``debias/map_flat``, ``reward/world_model_calibrated_mean``, ``fidelity/*_calibrated``. Each refit appends the
+map and its binned pairs to ``calibration.jsonl`` in the run dir (``wmrl report`` plots them).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import deque
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from wmrl.algorithms.debias import CalibrationMap, bias_reduction, fit_calibration, rank_correlation
+from wmrl.algorithms.debias import CalibrationMap, bias_reduction, bin_pairs, fit_calibration, rank_correlation
 from wmrl.callbacks.base import RLCallback, gather_rows
 from wmrl.callbacks.world_model import fidelity
 
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
     from wmrl.types import RolloutBatch
 
 log = logging.getLogger(__name__)
+
+#: under the run dir (``trainer.default_root_dir``): one line per refit, the map and its pairs (``wmrl report``)
+SNAPSHOT_FILE = "calibration.jsonl"
+SNAPSHOT_PAIRS = 1000  # most recent raw pairs kept per snapshot (the bins summarise all of them)
 
 
 class OnlineDebiasing(RLCallback):
@@ -99,6 +106,21 @@ class OnlineDebiasing(RLCallback):
                 "no" if self.calibration.is_flat else "little",
             )
 
+    def write_snapshot(self, path: Path, step: int) -> None:
+        """Append the current map and the pairs it was fitted on to ``path`` (JSONL; read by ``wmrl report``)."""
+        wm, real, _ = self.columns()
+        x, y, counts = bin_pairs(wm, real, self.bins)
+        recent = slice(-SNAPSHOT_PAIRS, None)
+        snapshot = {
+            "step": step, "refit": self.refits, "pairs": len(self.pairs), "rank_corr": self.rank_corr,
+            "map": self.calibration.to_dict(),
+            "bins": {"wm": x.tolist(), "real": y.tolist(), "count": counts.tolist()},
+            "recent_pairs": {"wm": wm[recent].tolist(), "real": real[recent].tolist()},
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps(snapshot) + "\n")
+
     def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         anchor = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
         rank = float(getattr(trainer, "global_rank", 0) or 0)
@@ -108,7 +130,9 @@ class OnlineDebiasing(RLCallback):
         )[anchor]
         rows = gather_rows(trainer, local)  # every rank: the same pairs, in rank order
         keys = (self.steps * 1_000_000 + rows[:, 3] * 1_000 + rows[:, 2]).long().tolist()  # unique group key
-        self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
+        refitted = self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
+        if refitted and trainer is not None and trainer.is_global_zero:
+            self.write_snapshot(Path(trainer.default_root_dir) / SNAPSHOT_FILE, trainer.global_step)
         self.steps += 1
 
         with_wm = ~torch.isnan(batch.wm_rewards)

@@ -154,6 +154,7 @@ class GRPOModule(pl.LightningModule):
     # -- the method ------------------------------------------------------------------------------------
     def training_step(self, task_ids: list[str], batch_idx: int) -> None:
         hp = self.hparams
+        step_start = time.perf_counter()
         plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
         dispatch("on_rollout_plan", self.trainer, self, plan)
         self._timings = {}
@@ -170,6 +171,7 @@ class GRPOModule(pl.LightningModule):
         metrics = self.update(batch)
         metrics["time/update"] = time.perf_counter() - start
         metrics.update(self.rollout_metrics(batch, plan))
+        metrics["time/step"] = time.perf_counter() - step_start
         self.log_dict(metrics, on_step=True, batch_size=len(batch))
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
 
