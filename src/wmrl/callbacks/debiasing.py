@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from wmrl.algorithms.debias import CalibrationMap, bias_reduction, bin_pairs, fit_calibration, rank_correlation
+from wmrl.algorithms.debias import (
+    CalibrationMap,
+    bias_reduction,
+    bin_pairs,
+    fit_calibration,
+    rank_correlation,
+)
 from wmrl.callbacks.base import RLCallback, gather_rows
 from wmrl.callbacks.world_model import fidelity
 
