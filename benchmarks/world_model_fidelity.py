@@ -3,7 +3,9 @@
 Reads real executions of policy-written scripts (the JSONL of ``benchmarks/base_policy.py --out``), asks the
 world model about every script in both modes, fits the Online Debiasing map on a seeded share of the
 executions and measures on the rest: Spearman and MAE of the raw and of the calibrated world-model reward
-against the real reward, plus the pairwise ranking accuracy within tasks and a reliability table.
+against the real reward, plus the pairwise ranking accuracy within tasks and reliability tables; a reliability
+diagram per mode (raw and calibrated, on the held-out share) is written beside ``--out``
+(``reliability_<mode>.png``).
 
     python benchmarks/base_policy.py --split train --samples 16 --prefill starter_head \
         --temperature 0.7 --out runs/bench/train_executions.jsonl
@@ -74,7 +76,34 @@ def evaluate(name: str, predicted: np.ndarray, real: np.ndarray, tasks: list[str
         "pairwise_raw": pairwise_accuracy(predicted[test], real[test], test_tasks),
         "pairwise_calibrated": pairwise_accuracy(calibrated, real[test], test_tasks),
         "map": calibration.to_dict(),
+        "reliability_test_raw": reliability(predicted[test], real[test]),
+        "reliability_test_calibrated": reliability(calibrated, real[test]),
     }
+
+
+def plot_reliability(result: dict, path: Path) -> None:
+    """Reliability diagram on the held-out share: mean real reward per bin of predicted reward, raw and calibrated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5), dpi=110)
+    for key, label, marker in (("reliability_test_raw", "raw", "s--"), ("reliability_test_calibrated", "calibrated", "o-")):
+        table = result[key]
+        ax.plot([t[2] for t in table], [t[3] for t in table], marker, label=f"{label} (MAE {result['mae_' + label]:.3f})")
+        for _, n, x, y in table:
+            ax.annotate(str(n), (x, y), fontsize=7, textcoords="offset points", xytext=(4, 4))
+    ax.plot([0, 1], [0, 1], ":", color="0.5", label="perfect")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("predicted reward (bin mean)")
+    ax.set_ylabel("real reward (bin mean)")
+    ax.set_title(f"world model, {result['mode']} mode: {result['test']} held-out scripts")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def reliability(predicted: np.ndarray, real: np.ndarray, bins: int = 5) -> list[tuple[str, int, float, float]]:
@@ -131,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
                       reliability_raw=reliability(predicted, real[keep]))
         results.append(result)
         print(json.dumps({k: v for k, v in result.items() if k != "map"}, indent=1))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        plot_reliability(result, args.out.with_name(f"reliability_{mode}.png"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"executions": len(rows), "statuses": statuses, "results": results}, indent=1))
     print(f"\n{'mode':9} {'n fit/test':>10} {'spearman raw':>12} {'calibrated':>10} {'MAE raw':>8} {'calibrated':>10} "
