@@ -190,3 +190,103 @@ def test_output_flood_is_bounded_and_the_start_marker_survives(docker_sandbox):
     assert result.infra_error is None and result.exit_code == 0
     assert result.stdout_bytes == 64 * 1024 * 1024 + 4
     assert len(result.stdout_tail) < 4096 + 100 and result.stdout_tail.endswith("END\n")
+
+
+# -- two engines, one stopped mid-run -------------------------------------------------------------------------
+@pytest.fixture
+def second_engine():
+    """A second docker engine on this machine (own socket, data and exec roots), killed and cleaned up after."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import tempfile
+    import time
+
+    if docker_available():
+        pytest.skip(f"no docker engine: {docker_available()}")
+    if shutil.which("dockerd") is None or os.geteuid() != 0:
+        pytest.skip("cannot start a second docker engine (needs the dockerd binary and root)")
+    root = Path(tempfile.mkdtemp(prefix="wmrl-d2-", dir="/tmp"))  # short: a unix socket path is capped at 108
+    url = f"unix://{root}/docker.sock"
+    log = (root / "dockerd.log").open("w")
+    proc = subprocess.Popen(
+        ["dockerd", "--host", url, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"),
+         "--pidfile", str(root / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip6tables=false"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while docker_available(url) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    if docker_available(url):
+        proc.kill()
+        pytest.skip(f"the second docker engine did not start: {(root / 'dockerd.log').read_text()[-500:]}")
+    yield url, proc
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # dockerd and the containerd it manages
+    except ProcessLookupError:
+        pass
+    subprocess.run(["pkill", "-9", "-f", str(root)], check=False)  # shims of containers orphaned by the kill
+    proc.wait(timeout=30)
+    log.close()
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(str(root))), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True, check=False)  # overlays, netns, data root
+    shutil.rmtree(root, ignore_errors=True)
+    assert not root.exists(), f"could not clean up {root}"
+
+
+def test_an_engine_stopped_mid_run_loses_no_execution_and_counts_none_twice(second_engine):
+    import os
+    import signal
+    import threading
+    import time
+
+    from wmrl.environments.sandbox.docker import DockerSandbox, _engine_name
+
+    url, proc = second_engine
+    sandbox = DockerSandbox(base_urls=[_engine_name(None), url], slots_per_engine=2)
+    try:
+        assert [e.url for e in sandbox.engines] == [_engine_name(None), url]
+        script = "import time\nprint('start-{i}', flush=True)\ntime.sleep(6)\nprint('done-{i}')\n"
+        requests = [ExecutionRequest(script=script.format(i=i), limits=FAST, label=f"run {i}") for i in range(8)]
+        results: list = []
+        runner = threading.Thread(target=lambda: results.extend(sandbox.run_many(requests)))
+        runner.start()
+        deadline = time.monotonic() + 60
+        while sandbox.engines[1].busy < 2 and time.monotonic() < deadline:  # both engines busy
+            time.sleep(0.2)
+        assert sandbox.engines[1].busy == 2
+        time.sleep(2)  # the second engine's two scripts are running
+        os.killpg(proc.pid, signal.SIGKILL)  # the engine dies mid-run
+        runner.join(timeout=180)
+        assert not runner.is_alive()
+        assert len(results) == 8
+        for i, result in enumerate(results):  # every request has exactly its own, complete result
+            assert result.infra_error is None and result.exit_code == 0, (i, result.infra_error)
+            assert result.stdout_tail.split() == [f"start-{i}", f"done-{i}"]
+        assert sandbox.engines[1].down and sandbox.engines_down == 1
+        assert sandbox.requeued >= 2  # the two runs on the killed engine ran again on the first one
+        assert sandbox.engines[0].busy == sandbox.engines[1].busy == 0
+        after = sandbox.run(ExecutionRequest(script="print('after')", limits=FAST))
+        assert after.exit_code == 0 and after.stdout_tail.strip() == "after"  # new runs skip the dead engine
+    finally:
+        sandbox.close()
+
+
+def test_with_every_engine_down_a_run_is_missing_not_zero(second_engine):
+    import os
+    import signal
+
+    from wmrl.environments.sandbox.docker import DockerSandbox
+
+    url, proc = second_engine
+    sandbox = DockerSandbox(base_urls=[url], slots_per_engine=1)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        result = sandbox.run(ExecutionRequest(script="print(1)", limits=FAST))
+        assert result.exit_code is None and "every docker engine is down" in result.infra_error
+        assert sandbox.engines_down == 1 and sandbox.requeued == 1
+    finally:
+        sandbox.close()

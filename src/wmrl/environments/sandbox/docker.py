@@ -160,6 +160,7 @@ class _Engine:
     stream: Any
     slots: int
     busy: int = 0
+    down: bool = False  # stopped answering during a run: no new runs go there
 
 
 class DockerSandbox(Sandbox):
@@ -174,6 +175,12 @@ class DockerSandbox(Sandbox):
         max_concurrency: runs at once in :meth:`run_many` (default: the slots of all engines together).
         python: interpreter that runs solutions (default: this one, with the same packages).
         tmp_root: where per-run work dirs are made on the host (default: the system temp dir).
+
+    When a run fails with an infrastructure error and its engine no longer answers a ping, the engine is
+    marked down (no new runs go there) and the run is re-queued from scratch on another engine, so an engine
+    that stops mid-run loses no execution and counts none twice: every request still gets exactly one result.
+    ``requeued`` counts re-queued runs, ``engines_down`` the engines marked down; with every engine down a run
+    returns an infrastructure error (missing, never a reward).
 
     Raises:
         ImportError: the docker SDK is not installed.
@@ -202,6 +209,7 @@ class DockerSandbox(Sandbox):
         self.bundled = bundled_data_dirs()
         self._slots_changed = threading.Condition()
         self.engines: list[_Engine] = []
+        self.requeued = 0
         try:
             for url in base_urls or [None]:
                 self.engines.append(self._open_engine(url, slots_per_engine))
@@ -244,18 +252,41 @@ class DockerSandbox(Sandbox):
         self.engines = []
 
     # -- engine slots -----------------------------------------------------------------------------------
-    def _acquire(self) -> _Engine:
+    @property
+    def engines_down(self) -> int:
+        return sum(e.down for e in self.engines)
+
+    def _acquire(self) -> _Engine | None:
+        """A slot on the freest engine that is up (waits for one); ``None`` once every engine is down."""
         with self._slots_changed:
-            while (index := pick_engine([e.slots - e.busy for e in self.engines])) is None:
+            while True:
+                if all(e.down for e in self.engines):
+                    return None
+                index = pick_engine([0 if e.down else e.slots - e.busy for e in self.engines])
+                if index is not None:
+                    engine = self.engines[index]
+                    engine.busy += 1
+                    return engine
                 self._slots_changed.wait()
-            engine = self.engines[index]
-            engine.busy += 1
-            return engine
 
     def _release(self, engine: _Engine) -> None:
         with self._slots_changed:
             engine.busy -= 1
-            self._slots_changed.notify()
+            self._slots_changed.notify_all()
+
+    def _mark_down_if_silent(self, engine: _Engine) -> bool:
+        """After a failed run: ping the engine; if it does not answer, mark it down. True if down."""
+        try:
+            engine.client.ping()
+            return False
+        except Exception:  # noqa: BLE001 - any failure to answer is the answer
+            with self._slots_changed:
+                if not engine.down:
+                    engine.down = True
+                    log.error("DockerSandbox: engine %s stopped answering; marked down, its runs re-queued",
+                              engine.url)
+                self._slots_changed.notify_all()
+            return True
 
     # -- container construction -------------------------------------------------------------------------
     def _mounts(self, workdir: Path) -> list:
@@ -323,32 +354,32 @@ class DockerSandbox(Sandbox):
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self, request: ExecutionRequest) -> ExecutionResult:
-        if not self.engines:
-            return ExecutionResult(
-                exit_code=None,
-                wall_seconds=0.0,
-                infra_error="DockerSandbox is closed",
-                backend=self.name,
-                isolation=self.description,
-            )
-        root = Path(tempfile.mkdtemp(prefix="wmrl-docker-", dir=self.tmp_root))
-        workdir = root / "work"
-        workdir.mkdir()
-        engine = self._acquire()
-        try:
-            return self._run_in(engine, workdir, request)
-        except Exception as exc:  # noqa: BLE001 - a sandbox failure is an infrastructure error, never a reward
-            log.exception("DockerSandbox failed on %s (engine %s)", request.label, engine.url)
-            return ExecutionResult(
-                exit_code=None,
-                wall_seconds=0.0,
-                infra_error=f"{type(exc).__name__} on engine {engine.url}: {exc}",
-                backend=self.name,
-                isolation=self.description,
-            )
-        finally:
-            self._release(engine)
-            shutil.rmtree(root, ignore_errors=True)
+        failures: list[str] = []
+        while True:
+            engine = self._acquire() if self.engines else None
+            if engine is None:
+                why = "DockerSandbox is closed" if not self.engines else "every docker engine is down"
+                return self._infra_error("; ".join([why, *failures]))
+            root = Path(tempfile.mkdtemp(prefix="wmrl-docker-", dir=self.tmp_root))
+            workdir = root / "work"
+            workdir.mkdir()
+            try:
+                return self._run_in(engine, workdir, request)
+            except Exception as exc:  # noqa: BLE001 - a sandbox failure is an infrastructure error, never a reward
+                failures.append(f"{type(exc).__name__} on engine {engine.url}: {exc}")
+                if not self._mark_down_if_silent(engine):
+                    log.exception("DockerSandbox failed on %s (engine %s)", request.label, engine.url)
+                    return self._infra_error(failures[-1])
+                with self._slots_changed:
+                    self.requeued += 1  # the engine died under this run: run it again from scratch elsewhere
+            finally:
+                self._release(engine)
+                shutil.rmtree(root, ignore_errors=True)
+
+    def _infra_error(self, why: str) -> ExecutionResult:
+        return ExecutionResult(
+            exit_code=None, wall_seconds=0.0, infra_error=why, backend=self.name, isolation=self.description
+        )
 
     def _run_in(self, engine: _Engine, workdir: Path, request: ExecutionRequest) -> ExecutionResult:
         prepare_workdir(workdir, request)
