@@ -196,6 +196,7 @@ def test_output_flood_is_bounded_and_the_start_marker_survives(docker_sandbox):
 @pytest.fixture
 def second_engine():
     """A second docker engine on this machine (own socket, data and exec roots), killed and cleaned up after."""
+    import contextlib
     import os
     import shutil
     import signal
@@ -222,10 +223,8 @@ def second_engine():
         proc.kill()
         pytest.skip(f"the second docker engine did not start: {(root / 'dockerd.log').read_text()[-500:]}")
     yield url, proc
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # dockerd and the containerd it manages
-    except ProcessLookupError:
-        pass
     subprocess.run(["pkill", "-9", "-f", str(root)], check=False)  # shims of containers orphaned by the kill
     proc.wait(timeout=30)
     log.close()
