@@ -110,3 +110,62 @@ def test_prefill_without_a_starter_opens_the_block():
     assert response_prefill("none", "x = 1") == ""
     forecast = "import pandas as pd\ny = pd.read_csv('public/train.csv')\nh = 3\n\n\ndef f():\n    pass\n"
     assert starter_head(forecast) == "import pandas as pd\ny = pd.read_csv('public/train.csv')\nh = 3\n\n"
+
+
+class _Handshake:
+    """A real environment that waits (up to ``patience`` s) for the world model to be answering meanwhile."""
+
+    source = Source.REAL
+
+    def __init__(self, world_model_running, patience: float) -> None:
+        self.running, self.patience, self.saw_world_model = world_model_running, patience, None
+
+    def step_many(self, requests):
+        import time
+
+        self.saw_world_model = self.running.wait(self.patience)
+        time.sleep(0.2)  # the execution itself
+        return [Outcome(Status.VALID, 0.5, feedback="ran") for _ in requests]
+
+
+class _SlowWorldModel:
+    source = Source.WORLD_MODEL
+
+    def __init__(self, running) -> None:
+        self.running = running
+
+    def step_many(self, requests):
+        import time
+
+        self.running.set()
+        time.sleep(0.3)
+        return [Outcome(Status.VALID, 0.4, feedback="simulated", source=Source.WORLD_MODEL) for _ in requests]
+
+
+def _mixed_round(overlap: bool, patience: float):
+    import threading
+
+    tokenizer = byte_tokenizer()
+    running = threading.Event()
+    real, simulated = _Handshake(running, patience), _SlowWorldModel(running)
+    engine = ScriptedEngine(tokenizer, ["```python\nprint(1)\n```"] * 4)
+    agent = AgentLoop(tokenizer, engine, AgentSettings(overlap=overlap))
+    states = [agent.start("t", 0, "Go.", real), agent.start("t", 0, "Go.", real),
+              agent.start("u", 1, "Go.", simulated), agent.start("u", 1, "Go.", simulated)]
+    timings = agent.run(states)
+    return real, states, timings
+
+
+def test_real_executions_overlap_world_model_answers():
+    real, states, timings = _mixed_round(overlap=True, patience=10.0)
+    assert real.saw_world_model  # the executions were under way while the world model answered
+    assert [s.turns[0].outcome.reward for s in states] == [0.5, 0.5, 0.4, 0.4]  # each answer to its own rollout
+    assert timings["world_model"] >= 0.3 and timings["env"] >= 0.2
+    assert 0.1 < timings["overlapped"] <= timings["env"]  # the execution's 0.2 s hid behind the world model
+
+
+def test_without_overlap_environments_answer_one_after_the_other():
+    real, states, timings = _mixed_round(overlap=False, patience=0.2)
+    assert real.saw_world_model is False  # the real environment went first and alone
+    assert [s.turns[0].outcome.reward for s in states] == [0.5, 0.5, 0.4, 0.4]
+    assert timings["overlapped"] == 0.0

@@ -70,6 +70,8 @@ class GRPOModule(pl.LightningModule):
         share_prefix: in the update, run the prompt a micro-batch's rows share (a group's task prompt) once
             and repeat its KV cache per row (:func:`wmrl.models.kv.causal_lm_logits`; same loss and gradients,
             ~2.5x fewer tokens for a CPU quickstart group); ``false`` runs every row in full.
+        overlap: anchor executions run in a background thread while the world model answers the other groups
+            (``time/overlapped``: execution seconds hidden behind world-model work).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -99,6 +101,7 @@ class GRPOModule(pl.LightningModule):
         eval_at_start: bool = False,
         prefill: Prefill = "starter_head",
         share_prefix: bool = True,
+        overlap: bool = True,
         policy: tuple | None = None,
     ) -> None:
         super().__init__()
@@ -129,12 +132,14 @@ class GRPOModule(pl.LightningModule):
         self.agent = AgentLoop(
             self.tokenizer,
             self.engine,
-            AgentSettings(max_turns, max_new_tokens, observation_tokens, temperature, top_p, prefill=prefill),
+            AgentSettings(max_turns, max_new_tokens, observation_tokens, temperature, top_p, prefill=prefill,
+                          overlap=overlap),
         )
         self.eval_agent = AgentLoop(
             self.tokenizer,
             self.engine,
-            AgentSettings(max_turns, max_new_tokens, observation_tokens, eval_temperature, top_p, prefill=prefill),
+            AgentSettings(max_turns, max_new_tokens, observation_tokens, eval_temperature, top_p, prefill=prefill,
+                          overlap=overlap),
         )
         self._eval_results: list[dict] = []
         self.eval_history: list[tuple[str, dict]] = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -116,6 +117,8 @@ class AgentSettings:
             :func:`response_prefill`): ``none``; ``fence`` (the opening of the python block); ``starter_head``
             (the block opened with the starter's imports and data loading, up to its model definition). The
             prefill is part of the prompt (no loss) and of the turn's text (the code parsed and executed).
+        overlap: real executions run in a background thread while world models answer their turns (executions
+            are the slow path; on a GPU machine the world model's forward passes cost the CPU little).
     """
 
     max_turns: int = 1
@@ -125,6 +128,7 @@ class AgentSettings:
     top_p: float = 1.0
     system_prompt: str = SYSTEM_PROMPT
     prefill: Prefill = "none"
+    overlap: bool = True
 
     def __post_init__(self) -> None:
         if self.max_turns < 1:
@@ -213,11 +217,12 @@ class AgentLoop:
     def run(self, states: list[RolloutState], seed: int | None = None) -> dict[str, float]:
         """Play every rollout to its last turn (or until its environment fails), in place.
 
-        Returns the wall seconds spent generating (``generate``), in real environments (``env``) and in
-        world models (``world_model``).
+        Returns the wall seconds spent generating (``generate``), in real environments (``env``), in world
+        models (``world_model``), and how many of the real environments' seconds ran hidden behind world-model
+        work (``overlapped``, with :attr:`AgentSettings.overlap`).
         """
         s = self.settings
-        self.timings = {"generate": 0.0, "env": 0.0, "world_model": 0.0}
+        self.timings = {"generate": 0.0, "env": 0.0, "world_model": 0.0, "overlapped": 0.0}
         for turn in range(s.max_turns):
             active = [st for st in states if not st.done]
             if not active:
@@ -260,17 +265,35 @@ class AgentLoop:
         return self.timings
 
     def _answer(self, active: list[RolloutState], requests: list[StepRequest]) -> list[Outcome]:
-        """Each environment answers all of its rollouts' turns in one call."""
+        """Each environment answers all of its rollouts' turns in one call; with ``overlap`` the real
+        environments run in background threads while the world models answer in this one."""
         outcomes: list[Outcome | None] = [None] * len(active)
         by_env: dict[int, list[int]] = {}
         for i, st in enumerate(active):
             by_env.setdefault(id(st.environment), []).append(i)
-        for indices in by_env.values():
+
+        def answer(indices: list[int]) -> float:
             env = active[indices[0]].environment
             start = time.perf_counter()
             answered = env.step_many([requests[i] for i in indices])
-            key = "env" if env.source is Source.REAL else "world_model"
-            self.timings[key] += time.perf_counter() - start
             for i, outcome in zip(indices, answered, strict=True):
                 outcomes[i] = outcome
+            seconds = time.perf_counter() - start
+            self.timings["env" if env.source is Source.REAL else "world_model"] += seconds
+            return seconds
+
+        groups = list(by_env.values())
+        real = [g for g in groups if active[g[0]].environment.source is Source.REAL]
+        simulated = [g for g in groups if active[g[0]].environment.source is not Source.REAL]
+        if not (self.settings.overlap and real and simulated):
+            for indices in groups:
+                answer(indices)
+            return outcomes  # type: ignore[return-value]
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=len(real), thread_name_prefix="wmrl-exec") as pool:
+            running = [pool.submit(answer, indices) for indices in real]
+            simulated_seconds = sum(answer(indices) for indices in simulated)
+            executed = sum(future.result() for future in running)  # re-raises an environment's error
+        wall = time.perf_counter() - start
+        self.timings["overlapped"] += min(executed, max(0.0, executed + simulated_seconds - wall))
         return outcomes  # type: ignore[return-value]
