@@ -9,11 +9,12 @@ import pytest
 from wmrl.cli import lightning_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(ROOT.glob("configs/**/*.yaml"))
+CONFIGS = sorted(ROOT.glob("configs/**/*.yaml")) + sorted(ROOT.glob("benchmarks/*.yaml"))
 # Overlays instantiate on top of their base config.
 OVERLAY_BASES = {"configs/debug/": "configs/autoresearch/quickstart.yaml",
                  "configs/autoresearch/ablations/cpu/": "configs/autoresearch/quickstart.yaml",
-                 "configs/autoresearch/ablations/paper/": "configs/autoresearch/paper_4b.yaml"}
+                 "configs/autoresearch/ablations/paper/": "configs/autoresearch/paper_4b.yaml",
+                 "benchmarks/": "configs/autoresearch/wmrl_quickstart.yaml"}
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins.
 CPU_STANDINS = {
     "configs/autoresearch/paper_4b.yaml": [
@@ -61,6 +62,8 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
     assert cli.model.hparams.group_size == cli.datamodule.group_size  # linked, not repeated
     assert cli.datamodule.train_tasks and cli.datamodule.eval_task_ids
     assert cli.trainer.max_steps > 0
+    if name == "benchmarks/no_execution_cache.yaml":
+        assert cli.model.environments["real"].log.use_cache is False
     expected = expected_callbacks(name)
     if expected is not None:
         from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward
