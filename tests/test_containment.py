@@ -209,3 +209,25 @@ def test_symlinked_submission_to_the_answers_is_flagged(env, tiny_suite):
     script = f"import os\nos.symlink({str(answers)!r}, 'submission.csv')\n"
     outcome = run(env, script)
     assert outcome.status is Status.FLAGGED, outcome
+
+
+def test_a_python_installed_under_tmp_runs_in_the_process_sandbox(process_sandbox, tmp_path_factory):
+    """A checkout (and its venv) under /tmp: the sandbox's fresh /tmp must not hide the interpreter."""
+    import subprocess
+    import sys
+
+    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.environments.sandbox.base import ExecutionRequest, SandboxLimits
+
+    venv = Path("/tmp") / f"wmrl-venv-{secrets.token_hex(4)}"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    try:
+        sandbox = ProcessSandbox(isolation="bwrap", python=str(venv / "bin" / "python"))
+        result = sandbox.run(ExecutionRequest(script="import sys\nprint(sys.prefix)\n",
+                                              limits=SandboxLimits(timeout_s=60, memory_mb=1024)))
+        assert result.infra_error is None and result.exit_code == 0, (result.infra_error, result.stderr_tail)
+        assert result.stdout_tail.strip() == str(venv)
+    finally:
+        import shutil
+
+        shutil.rmtree(venv, ignore_errors=True)

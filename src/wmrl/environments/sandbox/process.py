@@ -170,6 +170,10 @@ class ProcessSandbox(Sandbox):
         for d in _SYSTEM_DIRS:
             if os.path.isdir(d):
                 cmd += ["--ro-bind", d, d]
+        # Fresh /tmp and /dev before the Python installation's binds: bwrap applies these in order, and a tmpfs
+        # mounted later would hide an installation that lives under /tmp (a venv in a checkout under /tmp).
+        cmd += ["--proc", "/proc", "--dev", "/dev"]
+        cmd += ["--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
         python_dirs = {sys.prefix, sys.base_prefix, str(Path(self.python).resolve().parent.parent)}
         if Path(self.python).parent.parent.is_dir():
             python_dirs.add(str(Path(self.python).parent.parent))
@@ -177,8 +181,7 @@ class ProcessSandbox(Sandbox):
             if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS):
                 cmd += parents(d) + ["--ro-bind", d, d]
         cmd += ["--perms", "0755", "--dir", "/wmrl", "--ro-bind", str(BOOT_PATH), _INNER_BOOT]
-        cmd += ["--bind", str(workdir), _INNER_WORKDIR, "--proc", "/proc", "--dev", "/dev"]
-        cmd += ["--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
+        cmd += ["--bind", str(workdir), _INNER_WORKDIR]
         cmd += ["--chdir", _INNER_WORKDIR, "--"]
         if self.drop_uid:
             cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
