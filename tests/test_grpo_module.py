@@ -132,3 +132,22 @@ def test_heldout_evaluation_samples_every_task_in_one_rollout():
     assert results["heldout/valid_rate"] == 1.0
     assert results["heldout/score"] == pytest.approx(sum(per_task.values()) / 3, abs=1e-6)
     assert [r["task_id"] for r in module._eval_results] == tasks
+
+
+class BrokenEnvironment(LowTokenEnvironment):
+    """A sandbox that cannot start anything: every outcome is an infrastructure error."""
+
+    def step_many(self, requests):
+        from wmrl.types import Outcome, Status
+
+        return [Outcome(Status.INFRA_ERROR, None, error="infra: setpriv: failed to execute python") for _ in requests]
+
+
+def test_a_step_with_every_rollout_missing_is_loud_and_two_stop_training(caplog):
+    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+    module = make_module(policy=(model, tokenizer), environment=BrokenEnvironment(tokenizer))
+    with pytest.raises(RuntimeError, match=r"every rollout of this training step is missing .*setpriv.* Two steps"):
+        trainer(3).fit(module, torch.utils.data.DataLoader(Steps(3), batch_size=None))
+    logged = [r for r in caplog.records if "every rollout of this training step is missing" in r.message]
+    assert len(logged) == 1 and logged[0].levelname == "ERROR"  # the first such step is logged, not fatal
+    assert module.global_step == 0  # nothing was learned from missing rewards

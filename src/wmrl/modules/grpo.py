@@ -144,6 +144,7 @@ class GRPOModule(pl.LightningModule):
         self._eval_results: list[dict] = []
         self.eval_history: list[tuple[str, dict]] = []
         self._timings: dict[str, float] = {}
+        self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
 
     def add_environment(self, name: str, environment: Any) -> None:
@@ -165,6 +166,7 @@ class GRPOModule(pl.LightningModule):
         self._timings = {}
         batch = self.rollout(plan, seed=hp.seed + self.global_step + 100_003 * self.global_rank)
         dispatch("on_rollout_end", self.trainer, self, batch)
+        self._check_missing(batch)
         dispatch("on_rewards", self.trainer, self, batch)
         advantages, used = group_advantages(
             torch.nan_to_num(batch.rewards), batch.group_ids, batch.graded
@@ -179,6 +181,22 @@ class GRPOModule(pl.LightningModule):
         metrics["time/step"] = time.perf_counter() - step_start
         self.log_dict(metrics, on_step=True, batch_size=len(batch))
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
+
+    def _check_missing(self, batch: RolloutBatch) -> None:
+        """Missing rewards (infrastructure errors) are excluded, never 0; a step where *every* rollout is missing
+        says so loudly with the first error, and a second such step in a row stops training (a broken sandbox
+        otherwise trains on nothing, silently)."""
+        if len(batch) == 0 or bool(batch.graded.any()):
+            self._all_missing_steps = 0
+            return
+        self._all_missing_steps += 1
+        errors = [t.outcome.error for tr in batch.trajectories for t in tr.turns if t.outcome.missing]
+        first = next((e for e in errors if e), "no error message")
+        message = ("every rollout of this training step is missing (infrastructure errors, not scored): "
+                   f"{first}. Check the environment, e.g. `wmrl exec <task> <script>` or `wmrl tasks check`.")
+        if self._all_missing_steps >= 2:
+            raise RuntimeError(message + " Two steps in a row: training stopped.")
+        log.error(message)
 
     # -- rollouts --------------------------------------------------------------------------------------
     def rollout(self, plan: RolloutPlan, seed: int, agent: AgentLoop | None = None) -> RolloutBatch:
