@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -38,6 +39,11 @@ from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
+
+# Lightning warns at every checkpoint of a manually optimised module that the state saved is the one after the
+# optimizer step. That is the state wmrl means to save (a resumed run continues from it, exactly), so the
+# 15-line warning per checkpoint says nothing here.
+warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "dr_grpo"]
 
