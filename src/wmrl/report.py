@@ -6,7 +6,8 @@ Reads what a run writes: the CSV logger's ``metrics.csv`` (newest ``csv/version_
 
 - ``reward_wallclock.png``: reward against cumulative training wall-clock (``time/step``): real (anchor) rewards,
   raw and calibrated world-model rewards, held-out score;
-- ``calibration.png``: the calibration map at up to four refits, over the binned anchor pairs it was fitted on;
+- ``calibration.png``: the calibration map at up to four refits, over the anchor pairs it was fitted on (small
+  dots: recent pairs; circles: bin means, sized by count);
 - ``denoising.png``: the inverse-variance weight and the disagreement s^2 per step;
 - ``time_split.png``: per step, generation / execution / world model / update seconds (stacked);
 - ``anchors.png``: anchor fraction and real executions per step;
@@ -140,9 +141,10 @@ def plot_calibration(run: Run, ax) -> None:
         xs, ys = snap["map"]["xs"], snap["map"]["ys"]
         curve = np.interp(grid, xs, ys) if xs else grid  # the map as applied: flat beyond its end knots
         line, = ax.plot(grid, curve, label=f"step {snap['step']} ({snap['pairs']} pairs, rho {snap['rank_corr']:.2f})")
-        bins = snap["bins"]
+        bins, recent = snap["bins"], snap.get("recent_pairs", {"wm": [], "real": []})
+        ax.scatter(recent["wm"], recent["real"], s=5, color=line.get_color(), alpha=0.25)  # the pairs themselves
         sizes = [10 + 90 * c / max(bins["count"]) for c in bins["count"]]
-        ax.scatter(bins["wm"], bins["real"], s=sizes, color=line.get_color(), alpha=0.5)
+        ax.scatter(bins["wm"], bins["real"], s=sizes, color=line.get_color(), alpha=0.6, edgecolors="black")
     ax.plot([0, 1], [0, 1], ":", color="0.5", label="identity")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
