@@ -82,7 +82,8 @@ def _chromium() -> str | None:
 def test_the_page_renders_in_headless_chromium(run_dir, tmp_path):
     main(["report", str(run_dir), "--out", str(tmp_path)])
     page = (tmp_path / "index.html").as_uri()
-    flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+    flags = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--allow-file-access-from-files",
              "--virtual-time-budget=10000"]
     dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120).stdout
     assert f'data-images="{len(FIGURES)}/{len(FIGURES)}"' in dom  # every figure loaded (naturalWidth > 0)

@@ -190,19 +190,24 @@ class GRPOModule(pl.LightningModule):
 
     def _check_missing(self, batch: RolloutBatch) -> None:
         """Missing rewards (infrastructure errors) are excluded, never 0; a step where *every* rollout is missing
-        says so loudly with the first error, and a second such step in a row stops training (a broken sandbox
-        otherwise trains on nothing, silently)."""
-        if len(batch) == 0 or bool(batch.graded.any()):
+        says so loudly with the first error, and a second such step in a row (on every rank: all ranks decide
+        together) stops training, since a broken sandbox otherwise trains on nothing, silently."""
+        local = len(batch) > 0 and not bool(batch.graded.any())
+        if local:
+            errors = [t.outcome.error for tr in batch.trajectories for t in tr.turns if t.outcome.missing]
+            log.error("every rollout of this training step is missing (infrastructure errors, not scored): %s. "
+                      "Check the environment, e.g. `wmrl exec <task> <script>` or `wmrl tasks check`.",
+                      next((e for e in errors if e), "no error message"))
+        if not self.trainer.strategy.reduce_boolean_decision(local, all=True):
             self._all_missing_steps = 0
             return
         self._all_missing_steps += 1
-        errors = [t.outcome.error for tr in batch.trajectories for t in tr.turns if t.outcome.missing]
-        first = next((e for e in errors if e), "no error message")
-        message = ("every rollout of this training step is missing (infrastructure errors, not scored): "
-                   f"{first}. Check the environment, e.g. `wmrl exec <task> <script>` or `wmrl tasks check`.")
         if self._all_missing_steps >= 2:
-            raise RuntimeError(message + " Two steps in a row: training stopped.")
-        log.error(message)
+            raise RuntimeError(
+                "two training steps in a row where every rollout is missing (infrastructure errors; the first "
+                "error is in the log above): training stopped. Check the environment, e.g. `wmrl exec <task> "
+                "<script>` or `wmrl tasks check`."
+            )
 
     # -- rollouts --------------------------------------------------------------------------------------
     def rollout(self, plan: RolloutPlan, seed: int, agent: AgentLoop | None = None) -> RolloutBatch:
