@@ -95,3 +95,12 @@ def test_bad_values_name_the_key(override, message, capsys, tmp_path, monkeypatc
         lightning_cli(args, run=False)
     text = str(error.value) + capsys.readouterr().err
     assert message in text
+
+
+def test_overriding_the_run_dir_moves_logs_and_checkpoints(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_dir = str(tmp_path / "elsewhere")
+    cli = lightning_cli(["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
+                         f"--trainer.default_root_dir={run_dir}"], run=False)
+    assert [logger.save_dir for logger in cli.trainer.loggers] == [run_dir, run_dir]
+    assert [c.dirpath for c in cli.trainer.callbacks if hasattr(c, "dirpath")] == [f"{run_dir}/checkpoints"]

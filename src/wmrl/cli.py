@@ -257,8 +257,10 @@ LIGHTNING_COMMANDS = ("fit", "validate", "test")
 def lightning_cli(argv: list[str] | None, run: bool = True):
     """The LightningCLI behind ``wmrl fit|validate|test`` (``run=False``: parse and instantiate only).
 
-    OmegaConf parser mode, so a config may interpolate (``${trainer.default_root_dir}``); ``data.group_size``
-    is linked to the module's ``group_size`` rather than repeated.
+    ``omegaconf+`` parser mode: a config may interpolate (``${trainer.default_root_dir}``), and interpolations
+    resolve after every config file and command-line value is merged, so ``--trainer.default_root_dir`` moves
+    the logs and checkpoints that interpolate it (plain ``omegaconf`` mode resolved each file on its own and kept
+    the file's run dir). ``data.group_size`` is linked to the module's ``group_size`` rather than repeated.
     """
     import lightning.pytorch as pl
     from lightning.pytorch.cli import LightningCLI
@@ -274,7 +276,7 @@ def lightning_cli(argv: list[str] | None, run: bool = True):
         subclass_mode_data=True,
         args=argv,
         run=run,
-        parser_kwargs={"parser_mode": "omegaconf"} if run else {"parser_mode": "omegaconf", "exit_on_error": False},
+        parser_kwargs={"parser_mode": "omegaconf+"} if run else {"parser_mode": "omegaconf+", "exit_on_error": False},
         save_config_kwargs={"overwrite": True},
     )
 
