@@ -104,3 +104,17 @@ def test_overriding_the_run_dir_moves_logs_and_checkpoints(tmp_path, monkeypatch
                          f"--trainer.default_root_dir={run_dir}"], run=False)
     assert [logger.save_dir for logger in cli.trainer.loggers] == [run_dir, run_dir]
     assert [c.dirpath for c in cli.trainer.callbacks if hasattr(c, "dirpath")] == [f"{run_dir}/checkpoints"]
+
+
+def test_overriding_the_run_dir_under_the_fit_subcommand(tmp_path):
+    """`wmrl fit` nests the config under `fit`; the configs' ${trainer.default_root_dir} still resolves."""
+    import subprocess
+    import sys
+
+    run_dir = str(tmp_path / "elsewhere")
+    out = subprocess.run(
+        [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
+         f"--trainer.default_root_dir={run_dir}", "--print_config"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout
+    assert out.count(f"save_dir: {run_dir}") == 2 and f"dirpath: {run_dir}/checkpoints" in out

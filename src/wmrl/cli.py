@@ -263,7 +263,12 @@ def lightning_cli(argv: list[str] | None, run: bool = True):
     the file's run dir). ``data.group_size`` is linked to the module's ``group_size`` rather than repeated.
     """
     import lightning.pytorch as pl
+    from jsonargparse import set_parsing_settings
     from lightning.pytorch.cli import LightningCLI
+
+    # configs write ${trainer.default_root_dir}; under `wmrl fit` the config root is `fit`, so absolute
+    # interpolation paths are read relative to it
+    set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
     class WMRLCli(LightningCLI):
         def add_arguments_to_parser(self, parser) -> None:
