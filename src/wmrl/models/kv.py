@@ -12,6 +12,7 @@ Importing this module is cheap; transformers loads only when :func:`preallocate`
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 import torch
@@ -87,10 +88,8 @@ def last_token_logits(
     """
     device = next(model.parameters()).device
     shared = 0
-    if share_prefix and len(prompts) > 1:
-        shortest = min(map(len, prompts))
-        while shared < shortest - 1 and all(p[shared] == prompts[0][shared] for p in prompts):
-            shared += 1  # leave at least one token per row after the prefix
+    if share_prefix and len(prompts) > 1:  # leave at least one token per row after the prefix
+        shared = min(len(os.path.commonprefix([list(p) for p in prompts])), min(map(len, prompts)) - 1)
     if shared < MIN_SHARED_PREFIX:
         shared = 0
     rests = [p[shared:] for p in prompts]
