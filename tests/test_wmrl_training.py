@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import lightning.pytorch as pl
@@ -93,6 +94,21 @@ def test_full_wmrl_routes_calibrates_and_weights():
         assert key in logged, key
     assert logged["anchor/fraction"] == 0.5 and logged["debias/pairs"] == 32
     assert logged["fidelity/mae_calibrated"] < logged["fidelity/mae_raw"]
+
+
+def test_refit_snapshots_go_to_the_run_dir_of_a_logging_run_and_nowhere_without_a_logger(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a trainer without default_root_dir would write into the working directory
+    module, world_model = make()
+    trainer(4, wmrl_callbacks(world_model)).fit(module, torch.utils.data.DataLoader(Steps(4), batch_size=None))
+    assert not (tmp_path / "calibration.jsonl").exists()
+
+    run_dir = tmp_path / "run"
+    module, world_model = make()
+    logged = trainer(4, wmrl_callbacks(world_model), default_root_dir=run_dir,
+                     logger=pl.loggers.CSVLogger(run_dir, name="csv"))
+    logged.fit(module, torch.utils.data.DataLoader(Steps(4), batch_size=None))
+    lines = (run_dir / "calibration.jsonl").read_text().splitlines()
+    assert [json.loads(line)["refit"] for line in lines] == [1, 2, 3, 4]
 
 
 def test_anti_correlated_world_model_is_detected_and_carries_no_gradient(caplog):

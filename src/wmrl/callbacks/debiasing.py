@@ -137,7 +137,9 @@ class OnlineDebiasing(RLCallback):
         rows = gather_rows(trainer, local)  # every rank: the same pairs, in rank order
         keys = (self.steps * 1_000_000 + rows[:, 3] * 1_000 + rows[:, 2]).long().tolist()  # unique group key
         refitted = self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
-        if refitted and trainer is not None and trainer.is_global_zero:
+        # only a run that logs has a run dir to report on; without a logger (logger=False) default_root_dir
+        # is the working directory, which must not collect stray files
+        if refitted and trainer is not None and trainer.is_global_zero and trainer.loggers:
             self.write_snapshot(Path(trainer.default_root_dir) / SNAPSHOT_FILE, trainer.global_step)
         self.steps += 1
 
