@@ -9,7 +9,16 @@ diagram per mode (raw and calibrated, on the held-out share) is written beside `
 
     python benchmarks/base_policy.py --split train --samples 16 --prefill starter_head \
         --temperature 0.7 --out runs/bench/train_executions.jsonl
-    python benchmarks/world_model_fidelity.py runs/bench/train_executions.jsonl --modes score generate
+    python benchmarks/world_model_fidelity.py runs/bench/train_executions.jsonl --modes score generate learned
+
+Modes: ``score`` and ``generate`` ask :class:`LMWorldModel` (the frozen base LLM, as in the paper);
+``learned`` is :class:`LearnedWorldModel` (a frozen encoder and a head learned from real executions). The
+split is by distinct script (the policy often writes the same script twice): a script is in the fit share or
+the test share, never both, so the learned model cannot score a test script by remembering it. The learned
+model's head is trained on the fit share; its calibration pairs are its out-of-fold predictions there (5
+folds), as online, where an anchor is side-graded before the model learns from it. ``--reuse`` takes the
+``score``/``generate`` predictions of an earlier output instead of asking the LLM again (the LLM is memoryless,
+so only the split matters).
 
 Executions whose real outcome is missing (infra errors) are left out, never scored 0. Gated scripts (no code,
 syntax errors) are answered by the deterministic gate in both worlds and would inflate agreement, so the
@@ -56,13 +65,23 @@ def pairwise_accuracy(pred: np.ndarray, real: np.ndarray, tasks: list[str]) -> f
     return right / total if total else float("nan")
 
 
-def evaluate(name: str, predicted: np.ndarray, real: np.ndarray, tasks: list[str], fit_share: float,
-             seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(real))
-    cut = int(fit_share * len(real))
-    fit, test = order[:cut], order[cut:]
-    calibration = fit_calibration(predicted[fit], real[fit])
+def split(scripts: list[str], fit_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the fit and test shares, split by distinct script (copies of a script stay together)."""
+    distinct = sorted(set(scripts))
+    order = np.random.default_rng(seed).permutation(len(distinct))
+    fit_scripts = {distinct[k] for k in order[: int(fit_share * len(distinct))]}
+    inside = np.array([s in fit_scripts for s in scripts])
+    return np.flatnonzero(inside), np.flatnonzero(~inside)
+
+
+def evaluate(name: str, predicted: np.ndarray, real: np.ndarray, tasks: list[str], fit: np.ndarray,
+             test: np.ndarray, pairs: np.ndarray | None = None) -> dict:
+    """Fit the map on the fit share's (prediction, real) pairs and measure on the test share.
+
+    ``pairs``: the fit share's predictions to calibrate on, when they are not ``predicted[fit]`` (a learned
+    model's out-of-fold predictions).
+    """
+    calibration = fit_calibration(predicted[fit] if pairs is None else pairs, real[fit])
     calibrated = calibration(predicted[test])
     test_tasks = [tasks[i] for i in test]
     import torch
@@ -82,6 +101,41 @@ def evaluate(name: str, predicted: np.ndarray, real: np.ndarray, tasks: list[str
         "reliability_test_raw": reliability(predicted[test], real[test]),
         "reliability_test_calibrated": reliability(calibrated, real[test]),
     }
+
+
+def learned_predictions(rows: list[dict], fit: np.ndarray, test: np.ndarray,
+                        args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
+    """The learned world model's predictions: on the test share from a head trained on the whole fit share,
+    and on the fit share out-of-fold (5 folds by distinct script), which is what it calibrates on."""
+    from wmrl.environments.learned import LearnedWorldModel
+    from wmrl.types import Outcome
+
+    def trained(indices) -> LearnedWorldModel:
+        wm = base.untrained_copy()
+        wm.learn([rows[i]["task"] for i in indices], [rows[i]["code"] for i in indices],
+                 [Outcome.from_dict(rows[i]["outcome"]) for i in indices])
+        wm.refit()
+        return wm
+
+    def predict(wm: LearnedWorldModel, indices) -> list[float]:
+        return [o.reward for o in wm.step_many([StepRequest(rows[i]["task"], rows[i]["code"], rows[i]["response"])
+                                                 for i in indices])]
+
+    base = LearnedWorldModel(encoder=args.encoder, min_examples=2)
+    start = time.perf_counter()
+    base.embed([r["task"] for r in rows], [r["code"] for r in rows])  # once: the copies share the cache
+    print(f"  learned: {len(rows)} scripts embedded in {time.perf_counter() - start:.0f} s", flush=True)
+    predicted = np.full(len(rows), np.nan)
+    predicted[test] = predict(trained(fit), test)
+    pairs = np.full(len(fit), np.nan)
+    distinct = sorted({rows[i]["code"] for i in fit})
+    order = np.random.default_rng(args.seed + 1).permutation(len(distinct))
+    fold_of = {distinct[k]: n % 5 for n, k in enumerate(order)}
+    for fold in range(5):
+        inside = np.array([fold_of[rows[i]["code"]] == fold for i in fit])
+        pairs[inside] = predict(trained(fit[~inside]), fit[inside])
+    predicted[fit] = pairs
+    return predicted, pairs
 
 
 def plot_reliability(result: dict, path: Path) -> None:
@@ -124,7 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("executions", type=Path, nargs="+")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the world model (frozen)")
-    parser.add_argument("--modes", nargs="+", default=["score", "generate"], choices=["score", "generate"])
+    parser.add_argument("--modes", nargs="+", default=["score", "generate", "learned"],
+                        choices=["score", "generate", "learned"])
+    parser.add_argument("--encoder", default="all-minilm-l6-v2", help="learned mode: the frozen text encoder")
+    parser.add_argument("--reuse", type=Path, default=None,
+                        help="an earlier output JSON: take its score/generate predictions (same executions)")
     parser.add_argument("--generate-limit", type=int, default=None,
                         help="generate mode on a seeded random subset of this many scripts (it costs far more)")
     parser.add_argument("--score-limit", type=int, default=None, help="score mode on a seeded random subset")
@@ -143,25 +201,45 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         statuses[r["outcome"]["status"]] = statuses.get(r["outcome"]["status"], 0) + 1
     print(f"{len(rows)} real executions from {len(set(tasks))} tasks: {statuses}")
+    reused = json.loads(args.reuse.read_text()) if args.reuse else None
+    if reused is not None and reused["executions"] != len(rows):
+        raise SystemExit(f"--reuse {args.reuse}: {reused['executions']} executions, these are {len(rows)}")
     results = []
     for mode in args.modes:
         keep = list(range(len(rows)))
         limit = args.generate_limit if mode == "generate" else args.score_limit
         if limit is not None and limit < len(rows):
             keep = sorted(np.random.default_rng(args.seed).choice(len(rows), limit, replace=False))
+        earlier = next((r for r in (reused or {}).get("results", []) if r["mode"] == mode), None)
+        if earlier is not None:  # the LLM is memoryless: its answers do not depend on the split
+            keep = [p["index"] for p in earlier["scripts"]]
         subset = [rows[i] for i in keep]
-        wm = LMWorldModel(model=args.model, mode=mode, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                          batch_size=args.batch_size)
+        fit, test = split([r["code"] for r in subset], args.fit_share, args.seed)
+        sub_real, sub_tasks = real[keep], [tasks[i] for i in keep]
+        pairs, parse_failures = None, 0
         start = time.perf_counter()
-        outcomes = []
-        for first in range(0, len(subset), 32):
-            chunk = subset[first : first + 32]
-            outcomes += wm.step_many([StepRequest(r["task"], r["code"], r["response"]) for r in chunk])
-            print(f"  {mode}: {len(outcomes)}/{len(subset)} scripts, {time.perf_counter() - start:.0f} s", flush=True)
-        seconds = time.perf_counter() - start
-        predicted = np.array([o.reward for o in outcomes])
-        result = evaluate(mode, predicted, real[keep], [tasks[i] for i in keep], args.fit_share, args.seed)
-        result.update(seconds=seconds, seconds_per_script=seconds / len(subset), parse_failures=wm.parse_failures,
+        if earlier is not None:
+            predicted = np.array([p["predicted"] for p in earlier["scripts"]])
+            seconds = earlier["seconds"]
+            parse_failures = earlier.get("parse_failures", 0)
+            print(f"  {mode}: {len(subset)} predictions reused from {args.reuse}")
+        elif mode == "learned":
+            predicted, pairs = learned_predictions(subset, fit, test, args)
+            seconds = time.perf_counter() - start
+        else:
+            wm = LMWorldModel(model=args.model, mode=mode, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                              batch_size=args.batch_size)
+            outcomes = []
+            for first in range(0, len(subset), 32):
+                chunk = subset[first : first + 32]
+                outcomes += wm.step_many([StepRequest(r["task"], r["code"], r["response"]) for r in chunk])
+                print(f"  {mode}: {len(outcomes)}/{len(subset)} scripts, {time.perf_counter() - start:.0f} s",
+                      flush=True)
+            seconds = time.perf_counter() - start
+            predicted = np.array([o.reward for o in outcomes])
+            parse_failures = wm.parse_failures
+        result = evaluate(mode, predicted, sub_real, sub_tasks, fit, test, pairs)
+        result.update(seconds=seconds, seconds_per_script=seconds / len(subset), parse_failures=parse_failures,
                       reliability_raw=reliability(predicted, real[keep]),
                       scripts=[{"index": int(i), "task": tasks[i], "real": float(real[i]), "predicted": float(p)}
                                for i, p in zip(keep, predicted, strict=True)])

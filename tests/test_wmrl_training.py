@@ -19,6 +19,7 @@ from wmrl.callbacks import (
 )
 from wmrl.models import tiny_llama
 from wmrl.modules.grpo import GRPOModule
+from wmrl.types import Source
 
 
 class Steps(torch.utils.data.IterableDataset):
@@ -157,3 +158,52 @@ def test_resume_restores_calibrator_ewma_c_and_routing_exactly(tmp_path):
     assert (resumed[3].state.ewma, resumed[3].state.c) == pytest.approx((full[3].state.ewma, full[3].state.c))
     assert resumed_probe.metrics[-1]["loss/total"] == pytest.approx(full_probe.metrics[-1]["loss/total"], rel=1e-5)
     assert not math.isnan(resumed_probe.metrics[-1]["denoise/weight"])
+
+
+class LearningWorldModel(DistortedWorldModel):
+    """A world-model double that also learns (the ``observe`` protocol of ``LearnedWorldModel``)."""
+
+    def __init__(self, tokenizer) -> None:
+        super().__init__(tokenizer)
+        self.events = []  # ("predict", n) / ("observe", n, sources)
+        self.examples = []
+        self.refits = 0
+
+    def step_many(self, requests):
+        self.events.append(("predict", len(requests)))
+        return super().step_many(requests)
+
+    def observe(self, requests, outcomes, gather=None):
+        rows = gather(torch.tensor([[o.reward] for o in outcomes], dtype=torch.float64).reshape(-1, 1))
+        self.events.append(("observe", len(requests), {o.source for o in outcomes}))
+        self.examples.extend(rows[:, 0].tolist())
+        self.refits += 1
+
+    def state_dict(self):
+        return {"examples": list(self.examples), "refits": self.refits}
+
+    def load_state_dict(self, state):
+        self.examples, self.refits = list(state["examples"]), state["refits"]
+
+
+def test_a_learning_world_model_learns_from_anchors_after_grading_them_and_is_checkpointed(tmp_path):
+    module, world_model = make()
+    world_model = LearningWorldModel(module.tokenizer)
+    probe = Probe()
+    callbacks = [*wmrl_callbacks(world_model), probe]
+    t = trainer(2, callbacks, default_root_dir=tmp_path)
+    t.fit(module, torch.utils.data.DataLoader(Steps(2), batch_size=None))
+    # per step: the world model serves its groups, side-grades the 8 anchor rows, then learns from them
+    kinds = [e[0] for e in world_model.events]
+    assert kinds == ["predict", "predict", "observe"] * 2
+    observed = [e for e in world_model.events if e[0] == "observe"]
+    assert all(n == 8 and sources == {Source.REAL} for _, n, sources in observed)
+    assert len(world_model.examples) == 16 and probe.metrics[-1]["world_model/examples"] == 16
+    assert probe.metrics[-1]["world_model/refits"] == 2
+    t.save_checkpoint(tmp_path / "wm.ckpt")
+    state = torch.load(tmp_path / "wm.ckpt", weights_only=False)["callbacks"]
+    saved = next(v for k, v in state.items() if k.startswith("WorldModelReward"))
+    assert saved["world_model"] == {"examples": world_model.examples, "refits": 2}
+    restored = WorldModelReward(LearningWorldModel(module.tokenizer))
+    restored.load_state_dict(saved)
+    assert restored.world_model.examples == world_model.examples

@@ -9,7 +9,7 @@ Why monotone and not affine: GRPO standardises rewards within a group, which can
 monotone piecewise-linear map survives standardisation and never reorders the rollouts of a group.
 
 >>> m = fit_calibration([0.05, 0.15, 0.95], [0.0, 0.1, 0.9])
->>> [round(v, 3) for v in m([0.0, 0.1, 0.5, 1.0])]
+>>> [round(float(v), 3) for v in m([0.0, 0.1, 0.5, 1.0])]
 [0.0, 0.05, 0.45, 0.9]
 """
 

@@ -7,8 +7,13 @@ every turn of every anchor trajectory, with the same history the agent had, and 
 world-model reward (max over turns, like the real one) into ``batch.wm_rewards``: the (r_wm, r_real) pairs
 that ``OnlineDebiasing`` calibrates on and ``InverseVarianceDenoising`` measures disagreement with.
 
-Logged: ``time/world_model`` (side-grading included), ``world_model/parse_failures``, and the raw fidelity
-on this step's anchors (torchmetrics Spearman, Pearson, MAE).
+A world model that learns (``observe(requests, outcomes, gather)``, e.g. :class:`~wmrl.environments.learned.
+LearnedWorldModel`) then gets every anchor turn's real outcome, after the side-grading, so the pairs stay
+out-of-sample; its learned state is checkpointed with this callback.
+
+Logged: ``time/world_model`` (side-grading and learning included), ``world_model/parse_failures``, the raw
+fidelity on this step's anchors (torchmetrics Spearman, Pearson, MAE), and for a learning world model
+``world_model/examples`` and ``world_model/refits``.
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from wmrl.callbacks.base import RLCallback
+from wmrl.callbacks.base import RLCallback, gather_rows
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
 
     from wmrl.types import RolloutBatch
+
+#: outcome flags that mark a world-model answer as no prediction: the exact gate, an untrained learned model's prior
+NOT_PREDICTIONS = frozenset({"gate", "untrained"})
 
 
 def fidelity(predicted: torch.Tensor, real: torch.Tensor) -> dict[str, float]:
@@ -44,14 +52,17 @@ class WorldModelReward(RLCallback):
 
     Args:
         world_model: the world-model environment (``wmrl.environments.world_model.LMWorldModel`` or any object
-            with ``source`` and ``step_many``; ``bind(policy, tokenizer)`` is called when present).
+            with ``source`` and ``step_many``; ``bind(policy, tokenizer)`` is called when present). A world model
+            with ``grade_trajectories(trajectories) -> [reward | None]`` side-grades whole trajectories instead
+            of turns (the VLA path's progress model, :class:`wmrl.vla.world_model.ProgressWorldModel`).
         side_grade: grade anchor trajectories with the world model too (needed by both corrections).
     """
 
     def __init__(self, world_model: Any, side_grade: bool = True) -> None:
-        if not hasattr(world_model, "step_many"):
+        if not (hasattr(world_model, "step_many") or hasattr(world_model, "grade_trajectories")):
             raise TypeError(
-                f"WorldModelReward world_model must be an environment with step_many (got {type(world_model).__name__})"
+                "WorldModelReward world_model must be an environment with step_many (or grade_trajectories) "
+                f"(got {type(world_model).__name__})"
             )
         self.world_model = world_model
         self.side_grade = side_grade
@@ -66,7 +77,15 @@ class WorldModelReward(RLCallback):
         from wmrl.rollout.agent import StepRequest
 
         anchors = [i for i, tr in enumerate(batch.trajectories) if bool(batch.is_real[i]) and tr.turns]
-        if self.side_grade and anchors:
+        if self.side_grade and anchors and hasattr(self.world_model, "grade_trajectories"):
+            # world models that grade whole trajectories (the VLA path's progress model scores an episode)
+            start = time.perf_counter()
+            rewards = self.world_model.grade_trajectories([batch.trajectories[i] for i in anchors])
+            pl_module.add_time("world_model", time.perf_counter() - start)
+            for i, reward in zip(anchors, rewards, strict=True):
+                if reward is not None:
+                    batch.wm_rewards[i] = reward
+        elif self.side_grade and anchors:
             requests, owners = [], []
             for i in anchors:
                 turns = batch.trajectories[i].turns
@@ -78,10 +97,14 @@ class WorldModelReward(RLCallback):
             pl_module.add_time("world_model", time.perf_counter() - start)
             best: dict[int, float] = {}
             for i, outcome in zip(owners, outcomes, strict=True):
-                if outcome.reward is not None and "gate" not in outcome.flags:  # gated turns are exact, not pairs
+                # gated turns are exact and an untrained learned model's prior is no prediction: neither pairs
+                if outcome.reward is not None and not NOT_PREDICTIONS.intersection(outcome.flags):
                     best[i] = max(best.get(i, 0.0), outcome.reward)
             for i, reward in best.items():
                 batch.wm_rewards[i] = reward
+        learned = {}
+        if hasattr(self.world_model, "observe"):  # learns from the anchors' real outcomes once they are side-graded
+            learned = self._observe(trainer, pl_module, batch, anchors)
         failures = getattr(self.world_model, "parse_failures", 0)
         metrics = {"world_model/parse_failures": float(failures - self._failures_seen)}
         self._failures_seen = failures
@@ -89,4 +112,31 @@ class WorldModelReward(RLCallback):
         if int(pairs.sum()) >= 1:
             for key, value in fidelity(batch.wm_rewards[pairs], batch.rewards[pairs]).items():
                 metrics[f"fidelity/{key}_raw"] = value
+        metrics.update(learned)
         pl_module.log_dict(metrics, on_step=True, batch_size=len(batch))
+
+    def _observe(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch,
+                 anchors: list[int]) -> dict[str, float]:
+        """Hand every anchor turn's real outcome to the world model; every rank joins (rows are all-gathered)."""
+        from wmrl.rollout.agent import StepRequest
+
+        requests, outcomes = [], []
+        for i in anchors:
+            turns = batch.trajectories[i].turns
+            for k, turn in enumerate(turns):
+                requests.append(StepRequest(batch.trajectories[i].task_id, turn.code, turn.response, turns[:k]))
+                outcomes.append(turn.outcome)
+        start = time.perf_counter()
+        self.world_model.observe(requests, outcomes, gather=lambda rows: gather_rows(trainer, rows))
+        pl_module.add_time("world_model", time.perf_counter() - start)
+        examples = getattr(self.world_model, "examples", None)
+        return {"world_model/examples": float(0 if examples is None else len(examples)),
+                "world_model/refits": float(getattr(self.world_model, "refits", 0))}
+
+    def state_dict(self) -> dict:
+        """The world model's learned state, when it has one (a learned world model's examples and head)."""
+        return {"world_model": self.world_model.state_dict()} if hasattr(self.world_model, "state_dict") else {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if "world_model" in state_dict and hasattr(self.world_model, "load_state_dict"):
+            self.world_model.load_state_dict(state_dict["world_model"])
