@@ -108,7 +108,7 @@ def test_state_dict_restores_the_same_predictions(tiny_suite, trained):
 def test_warm_start_from_an_execution_log(tiny_suite, tmp_path):
     log = tmp_path / "executions.jsonl"
     records = [{"task_id": "tiny_iris", "script": script(tiny_suite, line), "outcome": o.to_dict()}
-               for line, o in [*zip(CRASHES[:4], [crash()] * 4), *zip(SCORES[:4], [valid()] * 4)]]
+               for line, o in [*zip(CRASHES[:4], [crash()] * 4, strict=True), *zip(SCORES[:4], [valid()] * 4, strict=True)]]
     records.append({"task_id": "tiny_iris", "script": "x", "outcome": Outcome(Status.INFRA_ERROR, None).to_dict()})
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     wm = LearnedWorldModel(suite=tiny_suite, warm_start=[str(log)], min_examples=8)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.grader import check_script
+from wmrl.rollout.vllm_engine import VLLMSettings
 from wmrl.types import Outcome, Source, Status
 
 if TYPE_CHECKING:
@@ -196,6 +197,10 @@ class LMWorldModel:
         overview_chars / code_chars: caps on the task text and the numbered code (paper: 4000 / 8000).
         dtype: weights dtype when the world model loads its own model.
         seed: seeds ``generate`` sampling (call ``i`` of the run uses ``seed + i``).
+        backend: ``hf`` (transformers in the training process, CPU or GPU) or ``vllm`` (GPU machines,
+            ``pip install 'wmrl[vllm]'``: one engine per GPU, prefix caching, guided JSON in ``generate`` mode;
+            see :mod:`wmrl.environments.vllm_backend`). With ``model: policy`` it shares the policy's engine.
+        vllm: how the vLLM engine is built when this world model starts it (``backend: vllm``).
     """
 
     source = Source.WORLD_MODEL
@@ -213,9 +218,13 @@ class LMWorldModel:
         code_chars: int = 8000,
         dtype: str = "float32",
         seed: int = 0,
+        backend: Literal["hf", "vllm"] = "hf",
+        vllm: VLLMSettings = VLLMSettings(),  # noqa: B008 - frozen, immutable default
     ) -> None:
         if mode not in ("score", "generate"):
             raise ValueError(f"LMWorldModel mode must be 'score' or 'generate' (got {mode!r})")
+        if backend not in ("hf", "vllm"):
+            raise ValueError(f"LMWorldModel backend must be 'hf' or 'vllm' (got {backend!r})")
         if batch_size < 1:
             raise ValueError(f"LMWorldModel batch_size must be >= 1 (got {batch_size})")
         self.model_name, self.mode, self._suite = model, mode, suite
@@ -223,6 +232,8 @@ class LMWorldModel:
         self.temperature, self.top_p = temperature, top_p
         self.overview_chars, self.code_chars = overview_chars, code_chars
         self.dtype, self.seed = dtype, seed
+        self.backend, self.vllm_settings = backend, vllm
+        self._vllm: Any = None  # the VLLMWorldModelBackend, started at the first prediction
         self.model: Any = None
         self.tokenizer: Any = None
         self.parse_failures = 0
@@ -236,17 +247,38 @@ class LMWorldModel:
             self.model, self.tokenizer = policy, tokenizer
 
     def _ensure_model(self) -> None:
-        if self.model is not None:
+        if self.backend == "vllm" and self._vllm is not None:
             return
-        if self.model_name == "policy":
+        if self.model is not None and self.backend == "hf":
+            return
+        if self.model is None and self.model_name == "policy":
             raise RuntimeError(
                 "LMWorldModel(model='policy') has no policy bound: use it through the WorldModelReward callback "
                 "(which binds the trained policy), call bind(policy, tokenizer), or set model to a checkpoint"
             )
+        if self.backend == "vllm":
+            self._start_vllm()
+            return
         from wmrl.models import load_policy
 
         self.model, self.tokenizer = load_policy(self.model_name, None, dtype=self.dtype)
         self.model.eval().requires_grad_(False)
+
+    def _start_vllm(self) -> None:
+        """The vLLM backend on the bound policy's checkpoint, or on ``model`` (its tokenizer only loaded here)."""
+        from wmrl.environments.vllm_backend import VLLMWorldModelBackend
+        from wmrl.rollout.vllm_engine import checkpoint_dir
+
+        if self.model_name == "policy":
+            path = checkpoint_dir(self.model)
+        else:
+            from transformers import AutoTokenizer
+
+            from wmrl.models import resolve_model
+
+            path = resolve_model(self.model_name)
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self._vllm = VLLMWorldModelBackend(path, self.vllm_settings)
 
     def _frozen(self):
         """The model as the frozen world model: adapter disabled, no gradients."""
@@ -325,9 +357,12 @@ class LMWorldModel:
 
         from wmrl.models.kv import last_token_logits
 
+        self._ensure_model()
         options = "\n".join(f"{c.letter}) {c.text}" for c in OUTCOME_CLASSES)
         instructions = SCORE_INSTRUCTIONS.format(options=options)
         prompts = [self._chat_ids(self.simulation_prompt(r, instructions)) for r in requests]
+        if self._vllm is not None:  # prefix caching shares each task's prompt prefix
+            return self._vllm.option_probabilities(prompts, self.option_token_ids())
         letters = torch.tensor(self.option_token_ids())
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         # batches of one task: its overview and data dictionary are a prefix every script's prompt shares
@@ -371,10 +406,14 @@ class LMWorldModel:
 
     # -- generate mode ---------------------------------------------------------------------------------
     def _generate(self, requests: Sequence[StepRequest]) -> list[Outcome]:
+        prompts = [self._chat_ids(self.simulation_prompt(r, GENERATE_INSTRUCTIONS)) for r in requests]
+        if self._vllm is not None:  # guided JSON: the answer always parses
+            texts = self._vllm.generate(prompts, self.max_new_tokens, self.temperature, self.top_p,
+                                        seed=self.seed + self.calls)
+            return [self.outcome_from_text(text) for text in texts]
         from wmrl.rollout.engine import SamplingParams
         from wmrl.rollout.hf_engine import HFGenerationEngine
 
-        prompts = [self._chat_ids(self.simulation_prompt(r, GENERATE_INSTRUCTIONS)) for r in requests]
         engine = HFGenerationEngine(self.model, self.tokenizer, max_batch_size=self.batch_size)
         params = SamplingParams(
             max_new_tokens=self.max_new_tokens,

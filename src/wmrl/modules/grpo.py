@@ -10,12 +10,14 @@
 
 Differences from the paper's verl setup: one optimizer step per rollout batch (so the behaviour log-probs
 of the rollout engine are the old log-probs, as in the paper), rollouts and training share one process and
-the policy's weights (no weight sync on CPU), and only trainable parameters (the LoRA adapter) are stored in
+the policy's weights (no weight sync with the transformers engine; the vLLM engine gets the LoRA adapter after
+every optimizer step, checked by a canary), and only trainable parameters (the LoRA adapter) are stored in
 checkpoints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -36,6 +38,7 @@ from wmrl.callbacks.base import dispatch
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
+from wmrl.rollout.vllm_engine import VLLMGenerationEngine, VLLMSettings
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
@@ -45,7 +48,9 @@ log = logging.getLogger(__name__)
 # 15-line warning per checkpoint says nothing here.
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 
+
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "dr_grpo"]
+Engine = Literal["hf", "vllm"]
 
 
 class GRPOModule(pl.LightningModule):
@@ -78,6 +83,11 @@ class GRPOModule(pl.LightningModule):
             ~2.5x fewer tokens for a CPU quickstart group); ``false`` runs every row in full.
         overlap: anchor executions run in a background thread while the world model answers the other groups
             (``time/overlapped``: execution seconds hidden behind world-model work).
+        engine: who samples rollouts: ``hf`` (transformers, sharing the policy's weights) or ``vllm`` (GPU
+            machines, ``pip install 'wmrl[vllm]'``: a colocated vLLM engine that gets the LoRA adapter after every
+            optimizer step, checked by a log-prob canary; see :mod:`wmrl.rollout.vllm_engine`). ``vllm`` needs
+            ``lora`` and ``top_p: 1.0``.
+        vllm: how the vLLM engine is built (``engine: vllm``; shared with a vLLM world model of the same model).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -108,11 +118,19 @@ class GRPOModule(pl.LightningModule):
         prefill: Prefill = "starter_head",
         share_prefix: bool = True,
         overlap: bool = True,
+        engine: Engine = "hf",
+        vllm: VLLMSettings = VLLMSettings(),  # noqa: B008 - frozen, immutable default
         policy: tuple | None = None,
     ) -> None:
         super().__init__()
         _validate(locals())
-        self.save_hyperparameters(ignore=["environment", "policy"])
+        # loggers write hparams through lightning's apply_to_collection, which refuses frozen dataclasses, and
+        # checkpoints load them with weights_only: settings are kept there as plain mappings (the typed values
+        # are the constructor's)
+        hparams = {k: v for k, v in locals().items() if k not in ("self", "__class__", "environment", "policy")}
+        self.save_hyperparameters(
+            {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in hparams.items()}
+        )
         self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the trainable parameters only
         if policy is not None:
@@ -132,9 +150,7 @@ class GRPOModule(pl.LightningModule):
 
             environment = SandboxEnvironment()
         self.environments = {"real": environment}
-        from wmrl.rollout.hf_engine import HFGenerationEngine
-
-        self.engine = HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=generation_batch_size)
+        self.engine = self._build_engine(engine, vllm, generation_batch_size)
         self.agent = AgentLoop(
             self.tokenizer,
             self.engine,
@@ -152,6 +168,24 @@ class GRPOModule(pl.LightningModule):
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
+
+    def _build_engine(self, engine: Engine, settings: VLLMSettings, batch_size: int) -> Any:
+        if engine == "hf":
+            from wmrl.rollout.hf_engine import HFGenerationEngine
+
+            return HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=batch_size)
+        from wmrl.rollout.vllm_engine import checkpoint_dir
+
+        if not self.uses_lora:
+            raise ValueError("model.init_args.engine=vllm syncs LoRA adapters only: set model.init_args.lora "
+                             "(e.g. {r: 16, alpha: 32}) or use model.init_args.engine: hf")
+        base = self.policy.get_base_model()
+        return VLLMGenerationEngine(checkpoint_dir(base), self.policy, self.tokenizer, settings)
+
+    def on_fit_start(self) -> None:
+        if self.hparams.engine == "vllm" and "FSDP" in type(self.trainer.strategy).__name__:
+            raise ValueError("model.init_args.engine=vllm does not run under FSDP (the LoRA adapter it syncs is "
+                             "sharded there): use the DDP strategy (configs/strategy/ddp.yaml) or engine: hf")
 
     def add_environment(self, name: str, environment: Any) -> None:
         """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""
@@ -283,9 +317,17 @@ class GRPOModule(pl.LightningModule):
             for key, value in (("pg", out.pg_loss), ("kl", out.kl), ("entropy", out.entropy),
                                ("clip_fraction", out.clip_fraction)):
                 totals[f"loss/{key}"] += 0.0 if math.isnan(float(value)) else float(value)
-        self.clip_gradients(optimizer, gradient_clip_val=hp.max_grad_norm, gradient_clip_algorithm="norm")
+        if hasattr(self.trainer.strategy.model, "clip_grad_norm_"):  # FSDP: the sharded root clips the global norm
+            self.trainer.strategy.model.clip_grad_norm_(hp.max_grad_norm)  # (its precision plugin refuses "norm")
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val=hp.max_grad_norm, gradient_clip_algorithm="norm")
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        self.engine.sync_weights()  # a no-op for the hf engine; vLLM gets the new adapter and checks it moved
+        totals["time/sync"] = time.perf_counter() - start
+        if isinstance(self.engine, VLLMGenerationEngine):
+            totals.update(self.engine.last_canary)  # canary/engine_change, canary/policy_change
         totals["train/skipped_step"] = 0.0
         return totals
 
@@ -478,6 +520,10 @@ def _validate(args: dict) -> None:
         (args["eval_temperature"] >= 0, f"{key}eval_temperature must be >= 0 (got {args['eval_temperature']})"),
         (0 < args["top_p"] <= 1, f"{key}top_p must be in (0, 1] (got {args['top_p']})"),
         (args["micro_batch_size"] >= 1, f"{key}micro_batch_size must be >= 1 (got {args['micro_batch_size']})"),
+        (args["engine"] in ("hf", "vllm"), f"{key}engine must be hf or vllm (got {args['engine']!r})"),
+        (args["engine"] != "vllm" or args["top_p"] == 1,
+         f"{key}top_p must be 1.0 with engine vllm (its log-probs are taken after top-p truncation; got "
+         f"{args['top_p']})"),
         (args["loss_aggregation"] in ("token_mean", "seq_mean_token_mean", "dr_grpo"),
          f"{key}loss_aggregation must be token_mean, seq_mean_token_mean or dr_grpo (got {args['loss_aggregation']!r})"),
     ]

@@ -1,0 +1,141 @@
+"""The vLLM backend of :class:`~wmrl.environments.world_model.LMWorldModel` (``backend: vllm``), for GPU machines.
+
+One engine per process and GPU (:func:`wmrl.rollout.vllm_engine.shared_llm`): with ``model: policy`` it is the
+policy's own engine, queried without an adapter (the frozen base, as in the paper); any other model gets its own
+engine. Prefix caching is on, so the task overview and data dictionary that every script of a task shares are
+prefilled once per task and engine rather than once per script.
+
+- ``score`` mode: a one-token request restricted to the option letters (``allowed_token_ids``) asking for their
+  log-probs (``logprobs=len(options)``). The engine reports log-probs after the allowed-token mask
+  (``logprobs_mode="processed_logprobs"``), so the returned top-k are exactly the letters; renormalised over them
+  they equal the transformers backend's ``softmax(logits[letters])``.
+- ``generate`` mode: structured outputs (``StructuredOutputsParams(json=PREDICTIONS_SCHEMA)``; vLLM >= 0.12
+  replaced ``GuidedDecodingParams`` by it) constrain the answer to the JSON that
+  :func:`~wmrl.environments.world_model.parse_predictions` reads, so it always parses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wmrl.rollout.vllm_engine import VLLMSettings, import_vllm, row_seed, shared_llm
+
+PREDICTIONS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string", "maxLength": 300},
+        "predictions": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 2,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "status": {"enum": ["runtime_err", "ran_no_sub", "valid", "syntax_err", "malformed"]},
+                    "error_type": {"type": ["string", "null"], "maxLength": 60},
+                    "error_line": {"type": ["integer", "null"]},
+                    "quality_bucket": {"enum": ["low", "fair", "mid", "high", None]},
+                    "env_feedback": {"type": "string", "maxLength": 420},
+                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+                "required": [
+                    "status",
+                    "error_type",
+                    "error_line",
+                    "quality_bucket",
+                    "env_feedback",
+                    "confidence",
+                ],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["reason", "predictions"],
+    "additionalProperties": False,
+}
+"""The JSON schema of a ``generate``-mode answer (the shape ``GENERATE_INSTRUCTIONS`` asks for)."""
+
+
+class VLLMWorldModelBackend:
+    """Answers :class:`~wmrl.environments.world_model.LMWorldModel`'s two questions with a vLLM engine.
+
+    Args:
+        model_path: the world model's checkpoint directory.
+        settings: how the process's engine is built (shared with the policy engine when it is the same
+            checkpoint).
+    """
+
+    def __init__(self, model_path: str | Path, settings: VLLMSettings | None = None) -> None:
+        self.model_path = Path(model_path)
+        self.settings = settings or VLLMSettings()
+        self._llm: Any = None
+
+    @property
+    def llm(self) -> Any:
+        if self._llm is None:
+            self._llm = shared_llm(self.model_path, self.settings)
+        return self._llm
+
+    def option_probabilities(
+        self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int]
+    ) -> list[list[float]]:
+        """Per prompt, the next-token probability of each option token, renormalised over the options.
+
+        Raises:
+            RuntimeError: the engine did not return every option's log-prob (it does not apply the
+                allowed-token mask before reporting log-probs: build it with ``logprobs_mode="processed_logprobs"``).
+        """
+        vllm = import_vllm()
+        options = [int(i) for i in option_ids]
+        params = vllm.SamplingParams(
+            max_tokens=1, temperature=1.0, logprobs=len(options), allowed_token_ids=options, seed=0
+        )
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": list(map(int, p))} for p in prompts], params, use_tqdm=False
+        )
+        result = []
+        for output in outputs:
+            (entry,) = output.outputs[0].logprobs
+            missing = [i for i in options if i not in entry]
+            if missing:
+                raise RuntimeError(
+                    f"the vLLM world model returned no log-prob for option tokens {missing}: its engine must report "
+                    "log-probs after the allowed-token mask (logprobs_mode='processed_logprobs')"
+                )
+            logprobs = [float(entry[i].logprob) for i in options]
+            top = max(logprobs)
+            weights = [math.exp(lp - top) if math.isfinite(lp) else 0.0 for lp in logprobs]
+            total = sum(weights)
+            result.append([w / total for w in weights] if total > 0 else [math.nan] * len(options))
+        return result
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int,
+    ) -> list[str]:
+        """One JSON answer per prompt, constrained to :data:`PREDICTIONS_SCHEMA`."""
+        vllm = import_vllm()
+        from vllm.sampling_params import StructuredOutputsParams
+
+        structured = StructuredOutputsParams(json=PREDICTIONS_SCHEMA)
+        params = [
+            vllm.SamplingParams(
+                max_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                seed=row_seed(seed, row, 0),
+                structured_outputs=structured,
+            )
+            for row in range(len(prompts))
+        ]
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": list(map(int, p))} for p in prompts], params, use_tqdm=False
+        )
+        return [output.outputs[0].text for output in outputs]

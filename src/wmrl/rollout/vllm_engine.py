@@ -1,0 +1,437 @@
+"""Generation with vLLM, colocated with training: LoRA adapters synced after every update, checked by a canary.
+
+vLLM is a GPU extra (``pip install 'wmrl[vllm]'``) imported only when an engine first generates, so configs that
+name it instantiate (and fail with the install hint at the first rollout) on machines without it.
+
+How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.rollout.engine.GenerationEngine` contract onto vLLM:
+
+- **log-probs.** The engine is built with ``logprobs_mode="processed_logprobs"`` and each request asks for
+  ``logprobs=0`` (the sampled token only): vLLM then returns ``log_softmax(logits / temperature)`` at the sampled
+  token, the contract's behaviour log-probs. vLLM's default (``raw_logprobs``) is taken *before* temperature, so it
+  would be wrong at any temperature but 1. "Processed" is also *after* top-k/top-p truncation, where the contract
+  wants the distribution before it: the engine therefore refuses ``top_p < 1`` instead of returning other
+  log-probs silently. Greedy decoding reports temperature-1 log-probs, as the transformers engine does.
+- **the code-block stop.** vLLM stops on strings, not on "a python fence was opened and later closed". A rollout
+  is generated in rounds: stop at ```` ```python ```` while no python block is open, then at ```` ``` ````;
+  after each round the decoded text is checked with :func:`~wmrl.rollout.hf_engine.closes_code_block` (exactly
+  the transformers engine's rule) and the row continues from its own tokens when the fence was not the one that
+  closes the block. Splitting a sample into requests does not change its distribution (sampling is
+  autoregressive), and prefix caching makes the next round's prefill nearly free.
+- **seeds.** vLLM seeds per request, so every row gets its own seed derived from ``(seed, row, round)``: the
+  rollouts of a GRPO group (identical prompts) differ, and a seeded batch reproduces.
+- **weights.** Only LoRA adapters are synced: after each optimizer step :meth:`~VLLMGenerationEngine.sync_weights`
+  writes the adapter with peft ``save_pretrained`` to a fresh directory and serves it under a new
+  ``LoRARequest`` (new int id, new path; vLLM caches adapters by id, so reusing an id would serve the old one).
+- **the canary.** A stale adapter is the classic silent bug of colocated RL: training goes on, the engine samples
+  from an old policy and the importance ratios quietly absorb it. After every sync the engine scores a fixed
+  probe (``prompt_logprobs``) under the new adapter and compares it with the previous sync; if the trained policy
+  moved on the same probe (by more than ``canary_min_change`` nats, measured with the training model) and the
+  engine did not move at all, :class:`StaleAdapterError` stops training.
+
+One engine per process (one process per GPU under DDP): :func:`shared_llm` keeps one ``vllm.LLM`` per checkpoint,
+so the world model's vLLM backend with ``model: policy`` reuses the policy's engine (base weights: requests
+without an adapter) instead of loading the weights twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wmrl.rollout.engine import FinishReason, Generation, GenerationEngine, SamplingParams
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'wmrl[vllm]'"
+CANARY_PROBE = (
+    "import pandas as pd\nfrom sklearn.linear_model import LogisticRegression\n\n"
+    "train = pd.read_csv('public/train.csv')\ntest = pd.read_csv('public/test.csv')\n"
+    "model = LogisticRegression(max_iter=1000)\n"
+)
+"""The fixed text whose log-probs the canary compares across syncs (code, like what the policy writes)."""
+
+_SEED_MODULUS = 2**31 - 1
+_OPEN_FENCE = "```python"  # the fences of wmrl.rollout.hf_engine (not imported: it imports torch)
+_FENCE = "```"
+
+
+def import_vllm() -> Any:
+    """The ``vllm`` module, or an error that names the extra to install."""
+    try:
+        import vllm
+    except ImportError as error:
+        raise ModuleNotFoundError(
+            f"the vLLM engine and world-model backend need vLLM (a GPU extra): {INSTALL_HINT} "
+            f"(or choose model.init_args.engine: hf / backend: hf). Import failed with: {error}"
+        ) from error
+    return vllm
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    """How the process's vLLM engine is built (shared by the policy engine and the world-model backend).
+
+    Attributes:
+        gpu_memory_utilization: share of the GPU vLLM may take (weights + KV cache); the rest is training's.
+        tensor_parallel_size: GPUs per engine (1: one engine per GPU, the colocated layout).
+        max_model_len: context length (``None``: the checkpoint's).
+        dtype: weights dtype in vLLM (``auto``: the checkpoint's).
+        enforce_eager: skip CUDA graph capture (faster start, slower decoding).
+        distributed_executor_backend: vLLM's executor (``None``: vLLM's default). Under multi-GPU DDP, colocated
+            engines use ``external_launcher`` (one engine inside every training process, as TRL's colocate mode).
+        canary: check after every adapter sync that the engine's log-probs moved (see the module docstring).
+        canary_min_change: the policy's own change on the probe (max absolute log-prob difference, nats) above
+            which the engine must move too; below it an update may be invisible at the engine's precision.
+        seed: the engine's seed (requests are seeded individually on top of it).
+    """
+
+    gpu_memory_utilization: float = 0.35
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None
+    dtype: str = "auto"
+    enforce_eager: bool = False
+    distributed_executor_backend: str | None = None
+    canary: bool = True
+    canary_min_change: float = 1e-2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 0 < self.gpu_memory_utilization <= 1:
+            problems.append(
+                f"vllm.gpu_memory_utilization must be in (0, 1] (got {self.gpu_memory_utilization})"
+            )
+        if self.tensor_parallel_size < 1:
+            problems.append(f"vllm.tensor_parallel_size must be >= 1 (got {self.tensor_parallel_size})")
+        if self.canary_min_change <= 0:
+            problems.append(f"vllm.canary_min_change must be > 0 (got {self.canary_min_change})")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+class StaleAdapterError(RuntimeError):
+    """The engine's log-probs did not move after an adapter sync although the trained policy's did."""
+
+
+_ENGINES: dict[str, tuple[Any, int | None]] = {}
+
+
+def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: int | None = None) -> Any:
+    """This process's ``vllm.LLM`` for ``model_path``, created on first use (one engine per process and GPU).
+
+    Args:
+        model_path: a checkpoint directory (config.json + weights + tokenizer).
+        settings: how to build the engine; the first caller's settings win.
+        max_lora_rank: serve LoRA adapters up to this rank (``None``: base weights only).
+
+    Raises:
+        ModuleNotFoundError: vLLM is not installed (the message names the extra).
+        ValueError: an engine for this checkpoint exists without LoRA support (or with a smaller rank) and
+            LoRA is now asked for.
+    """
+    key = str(Path(model_path).resolve())
+    if key in _ENGINES:
+        llm, rank = _ENGINES[key]
+        if max_lora_rank is not None and (rank is None or rank < max_lora_rank):
+            raise ValueError(
+                f"the vLLM engine for {key} was built with max LoRA rank {rank}, but rank {max_lora_rank} is "
+                "needed: create the policy engine (model.init_args.engine: vllm) before the world model's"
+            )
+        return llm
+    vllm = import_vllm()
+    kwargs: dict[str, Any] = dict(
+        model=key,
+        tokenizer=key,
+        enable_prefix_caching=True,  # a group's rollouts and a task's world-model prompts share long prefixes
+        logprobs_mode="processed_logprobs",  # after temperature: the behaviour log-probs GRPO needs
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        tensor_parallel_size=settings.tensor_parallel_size,
+        dtype=settings.dtype,
+        enforce_eager=settings.enforce_eager,
+        seed=settings.seed,
+    )
+    if settings.max_model_len is not None:
+        kwargs["max_model_len"] = settings.max_model_len
+    if settings.distributed_executor_backend is not None:
+        kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
+    if max_lora_rank is not None:
+        kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+    log.info("starting vLLM %s for %s", getattr(vllm, "__version__", "?"), key)
+    llm = vllm.LLM(**kwargs)
+    _ENGINES[key] = (llm, max_lora_rank)
+    return llm
+
+
+def release_engines() -> None:
+    """Forget this process's engines (tests; a real engine frees its GPU memory when garbage-collected)."""
+    _ENGINES.clear()
+
+
+def checkpoint_dir(model: Any) -> Path:
+    """The checkpoint directory a transformers (or peft-wrapped) model was loaded from.
+
+    Raises:
+        ValueError: the model was not loaded from a local directory (e.g. built in-process).
+    """
+    config = getattr(model, "config", None)
+    path = Path(str(getattr(config, "name_or_path", "") or getattr(config, "_name_or_path", "")))
+    if not str(path) or not (path / "config.json").is_file():
+        raise ValueError(
+            f"vLLM loads weights from a checkpoint directory, but the policy's config names {str(path)!r}: set "
+            "model.init_args.model to a checkpoint directory (or the built-in smollm2-135m-instruct)"
+        )
+    return path
+
+
+def row_seed(seed: int, row: int, round_index: int) -> int:
+    """A distinct, reproducible request seed per (call seed, row, round).
+
+    >>> row_seed(0, 0, 0) != row_seed(0, 1, 0) != row_seed(0, 0, 1)
+    True
+    """
+    return (seed * 1_000_003 + row * 7_919 + round_index * 104_729) % _SEED_MODULUS
+
+
+def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Any] | None) -> list[float]:
+    """The log-prob of each sampled token from a vLLM ``CompletionOutput.logprobs`` (one dict per token).
+
+    Raises:
+        RuntimeError: vLLM returned no log-prob for a token (the request did not ask for ``logprobs``).
+    """
+    if logprobs is None or len(logprobs) != len(token_ids):
+        raise RuntimeError(
+            f"vLLM returned {0 if logprobs is None else len(logprobs)} log-prob entries for {len(token_ids)} tokens; "
+            "requests must set SamplingParams(logprobs=0)"
+        )
+    return [float(entry[token].logprob) for token, entry in zip(token_ids, logprobs, strict=True)]
+
+
+class VLLMGenerationEngine(GenerationEngine):
+    """Samples the policy with vLLM in the training process (see the module docstring for the semantics).
+
+    Args:
+        model_path: the policy's base checkpoint directory (what vLLM loads).
+        policy: the trained policy, a ``peft.PeftModel`` (its adapter is what gets synced); ``None`` serves the
+            base weights only (no sync).
+        tokenizer: the policy's tokenizer (decodes the text; supplies EOS ids).
+        settings: how the process's engine is built (:class:`VLLMSettings`).
+        eos_token_ids: tokens that end a sequence; default the tokenizer's EOS plus the policy's
+            ``generation_config.eos_token_id``.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        policy: Any,
+        tokenizer: Any,
+        settings: VLLMSettings | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        from wmrl.rollout.hf_engine import _eos_ids
+
+        self.model_path = Path(model_path)
+        self.policy, self.tokenizer = policy, tokenizer
+        self.settings = settings or VLLMSettings()
+        self.eos_token_ids = sorted(
+            set(eos_token_ids if eos_token_ids is not None else _eos_ids(policy, tokenizer))
+        )
+        self.lora_rank = _lora_rank(policy) if policy is not None else None
+        self.lora_request: Any = None
+        self.syncs = 0
+        self.last_canary: dict[str, float] = {}
+        self._llm: Any = None
+        self._adapter_root: tempfile.TemporaryDirectory | None = None
+        self._adapter_dirs: list[Path] = []
+        self._probe = list(tokenizer(CANARY_PROBE, add_special_tokens=False)["input_ids"])
+        self._engine_probe: list[float] | None = None
+        self._policy_probe: list[float] | None = None
+
+    @property
+    def llm(self) -> Any:
+        """The process's ``vllm.LLM`` (started on first use)."""
+        if self._llm is None:
+            self._llm = shared_llm(self.model_path, self.settings, self.lora_rank)
+        return self._llm
+
+    # -- generation -------------------------------------------------------------------------------------
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt, sampled from the policy's current adapter."""
+        if any(len(prompt) == 0 for prompt in prompts):
+            raise ValueError("every prompt needs at least one token (got an empty prompt)")
+        if params.top_p < 1:
+            raise ValueError(
+                f"the vLLM engine reports log-probs after top-p truncation, not the policy's (top_p={params.top_p}): "
+                "set model.init_args.top_p to 1.0, or use model.init_args.engine: hf"
+            )
+        if not prompts:
+            return []
+        from wmrl.rollout.hf_engine import closes_code_block
+
+        if self.policy is not None and self.lora_request is None:
+            self.sync_weights()  # the first adapter (a fresh LoRA equals the base: no canary yet)
+        vllm = import_vllm()
+        opened = _OPEN_FENCE + "\n" if params.code_block_open else ""
+        tokens: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        reasons: list[FinishReason] = ["length"] * len(prompts)
+        active = list(range(len(prompts)))
+        round_index = 0
+        while active:
+            requests, sampling = [], []
+            for row in active:
+                text = opened + self.tokenizer.decode(tokens[row])
+                stop = None
+                if params.stop_after_code_block:
+                    stop = [_FENCE] if text.rfind(_OPEN_FENCE) >= 0 else [_OPEN_FENCE]
+                requests.append({"prompt_token_ids": [*map(int, prompts[row]), *tokens[row]]})
+                sampling.append(
+                    vllm.SamplingParams(
+                        n=1,
+                        max_tokens=params.max_new_tokens - len(tokens[row]),
+                        temperature=params.temperature,
+                        top_p=params.top_p,
+                        seed=None if params.seed is None else row_seed(params.seed, row, round_index),
+                        logprobs=0,
+                        stop=stop,
+                        stop_token_ids=self.eos_token_ids,
+                        include_stop_str_in_output=True,
+                        skip_special_tokens=True,
+                    )
+                )
+            outputs = self.llm.generate(requests, sampling, lora_request=self.lora_request, use_tqdm=False)
+            still = []
+            for row, output in zip(active, outputs, strict=True):
+                completion = output.outputs[0]
+                new = [int(t) for t in completion.token_ids]
+                tokens[row] += new
+                logprobs[row] += sampled_logprobs(new, completion.logprobs)
+                stopped_on_text = completion.finish_reason == "stop" and isinstance(
+                    completion.stop_reason, str
+                )
+                if completion.finish_reason == "stop" and not stopped_on_text:
+                    reasons[row] = "stop"  # EOS or a stop token
+                elif (
+                    closes_code_block(opened + self.tokenizer.decode(tokens[row]))
+                    and params.stop_after_code_block
+                ):
+                    reasons[row] = "stop"
+                elif stopped_on_text and new and len(tokens[row]) < params.max_new_tokens:
+                    still.append(row)  # an opening fence, or a fence that closes no python block: go on
+                # else: the token budget is spent ("length")
+            active = still
+            round_index += 1
+        return [
+            Generation(
+                token_ids=tuple(tokens[row]),
+                logprobs=tuple(logprobs[row]),
+                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
+                finish_reason=reasons[row],
+            )
+            for row in range(len(prompts))
+        ]
+
+    # -- weight sync ------------------------------------------------------------------------------------
+    def sync_weights(self) -> None:
+        """Serve the policy's current LoRA adapter (new id, new directory), then run the canary.
+
+        Raises:
+            StaleAdapterError: the canary saw the policy move on its probe but not the engine.
+        """
+        if self.policy is None:
+            return
+        vllm_lora = _lora_request_class()
+        if self._adapter_root is None:
+            self._adapter_root = tempfile.TemporaryDirectory(prefix="wmrl-lora-")
+        self.syncs += 1
+        path = Path(self._adapter_root.name) / f"adapter-{self.syncs}"
+        self.policy.save_pretrained(str(path))
+        self.lora_request = vllm_lora(
+            lora_name=f"wmrl-policy-{self.syncs}", lora_int_id=self.syncs, lora_path=str(path)
+        )
+        self._adapter_dirs.append(path)
+        if self.settings.canary:
+            self._canary()
+        # vLLM has read the adapter once a request used it; keep the current and the previous directory only
+        while len(self._adapter_dirs) > 2:
+            shutil.rmtree(self._adapter_dirs.pop(0), ignore_errors=True)
+
+    def _canary(self) -> None:
+        engine = self.engine_probe_logprobs()
+        policy = self.policy_probe_logprobs()
+        previous_engine, previous_policy = self._engine_probe, self._policy_probe
+        self._engine_probe, self._policy_probe = engine, policy
+        if previous_engine is None or previous_policy is None:
+            self.last_canary = {}
+            return
+        engine_change = max(abs(a - b) for a, b in zip(engine, previous_engine, strict=True))
+        policy_change = max(abs(a - b) for a, b in zip(policy, previous_policy, strict=True))
+        self.last_canary = {"canary/engine_change": engine_change, "canary/policy_change": policy_change}
+        log.info(
+            "weight-sync canary %d: engine moved %.2e nats, policy %.2e",
+            self.syncs,
+            engine_change,
+            policy_change,
+        )
+        if policy_change >= self.settings.canary_min_change and engine_change == 0.0:
+            raise StaleAdapterError(
+                f"weight-sync canary: after sync {self.syncs} (LoRA id {self.lora_request.lora_int_id}, {self.lora_request.lora_path}) "
+                f"the vLLM engine's log-probs on the probe did not move, while the trained policy's moved by "
+                f"{policy_change:.2e} nats: the engine is serving a stale adapter. Check that the LoRA target "
+                "modules are ones vLLM supports for this architecture and that vLLM loads adapters from disk; "
+                "model.init_args.vllm.canary: false turns the check off"
+            )
+
+    def engine_probe_logprobs(self) -> list[float]:
+        """The engine's log-prob of each probe token after the first, under the current adapter."""
+        vllm = import_vllm()
+        params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1)
+        (output,) = self.llm.generate(
+            [{"prompt_token_ids": self._probe}], params, lora_request=self.lora_request, use_tqdm=False
+        )
+        entries = output.prompt_logprobs[1:]
+        return [float(entry[token].logprob) for token, entry in zip(self._probe[1:], entries, strict=True)]
+
+    def policy_probe_logprobs(self) -> list[float]:
+        """The trained policy's log-prob of each probe token after the first (the training model, no grad)."""
+        import torch
+
+        device = next(self.policy.parameters()).device
+        ids = torch.tensor([self._probe], device=device)
+        was_training = self.policy.training
+        self.policy.eval()
+        try:
+            with torch.no_grad():
+                logits = self.policy(input_ids=ids).logits[0, :-1].float()
+        finally:
+            self.policy.train(was_training)
+        picked = logits.log_softmax(-1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+        return [float(x) for x in picked.cpu()]
+
+
+def _lora_request_class() -> Any:
+    import_vllm()
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest
+
+
+def _lora_rank(policy: Any) -> int:
+    config = getattr(policy, "peft_config", None)
+    if not config:
+        raise ValueError(
+            "the vLLM engine syncs LoRA adapters only, and the policy has none: set model.init_args.lora "
+            "(e.g. {r: 16, alpha: 32}) or use model.init_args.engine: hf"
+        )
+    rank = max(int(c.r) for c in config.values())
+    supported = (8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's accepted max_lora_rank values
+    fitted = next((r for r in supported if r >= rank), None)
+    if fitted is None:
+        raise ValueError(
+            f"model.init_args.lora.r={rank} is larger than vLLM's largest LoRA rank {supported[-1]}"
+        )
+    return fitted
