@@ -1,0 +1,20 @@
+"""wmrl's VLA path: GRPO post-training of LeRobot policies with a world model's rewards (docs/vla.md).
+
+The WMRL callbacks (``wmrl.callbacks``: AnchorRouting, WorldModelReward, OnlineDebiasing,
+InverseVarianceDenoising) work here unchanged, through the same RL hooks and typed ``RolloutPlan`` /
+``RolloutBatch`` as the AutoResearch path. One concept per file:
+
+- ``simulator``: :class:`PushTSimulator` (gym-pusht, sparse success; the real environment)
+- ``scripted``: :class:`ScriptedPushTPolicy` (the demonstrator)
+- ``episode``: :class:`Episode`, :class:`EpisodeTrajectory` (an embodied rollout as the hooks see it)
+- ``dataset``: episodes <-> a local ``LeRobotDataset``
+- ``datamodule``: :class:`LeRobotVLADataModule` (demonstrations, train / held-out initial states)
+- ``policy``: :class:`VLAPolicy` (a LeRobot ACT policy behind the calls the RL update needs)
+- ``reward_model``: :class:`ProgressRewardModel` (``compute_reward(batch)``) and the shaped trajectory reward
+- ``world_model``: :class:`ProgressWorldModel` (the progress model as the ``world_model`` environment)
+- ``recorder``: :class:`AnchorEpisodeRecorder` (anchor episodes into a LeRobotDataset)
+- ``module``: :class:`VLAGRPOModule` (the RL update)
+
+LeRobot needs Python >= 3.12 and the ``wmrl[lerobot]`` extra; importing this package never imports LeRobot
+(:func:`wmrl.vla.requirements.require_lerobot` names the fix where it is needed).
+"""

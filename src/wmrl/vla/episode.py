@@ -1,0 +1,102 @@
+"""`Episode` and `EpisodeTrajectory`: one embodied rollout, as the simulator played it and as the RL hooks see it.
+
+An :class:`EpisodeTrajectory` is a :class:`wmrl.types.Trajectory` (so ``RolloutBatch``, the routing, debiasing and
+denoising callbacks handle it unchanged) that also carries the :class:`Episode` it came from: the world model
+side-grades anchors from it and the loss reads its action chunks. An episode has one ``Turn`` whose ``code`` is
+``""`` (an executed episode, not a script; ``AnchorRouting`` counts it as one execution) and whose ``outcome``
+holds the episode's reward (real sparse success or the world model's shaped progress).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wmrl.types import Trajectory
+
+#: the task string every PushT frame carries in the LeRobotDataset (a VLA's language instruction)
+PUSHT_TASK = "Push the T-shaped block onto the T-shaped target."
+
+
+@dataclass
+class Episode:
+    """One rollout in the simulator. ``T`` = control steps, ``C`` = action chunks, ``H`` = chunk length.
+
+    Attributes:
+        seed: the initial state (the simulator's reset seed).
+        states: ``[T, 2]`` float32, the agent position before each step (``observation.state``).
+        env_states: ``[T, 16]`` float32, the block keypoints before each step (``observation.environment_state``).
+        actions: ``[T, 2]`` float32, the executed action (target agent position) of each step.
+        coverage: ``[T]`` float32, the goal coverage after each step (the simulator's dense signal; never
+            given to the world model or the policy).
+        success: the sparse success (coverage >= the simulator's ``success_threshold`` at some step).
+        chunk_starts: ``[C]`` long, the step at which each policy chunk was sampled.
+        chunk_actions: ``[C, K, 2]`` float32, the executed (exploration-noised) actions of each chunk in the
+            policy's normalised action space (``K`` = the policy's ``n_action_steps`` <= ``H``: actions of a chunk
+            that were never executed did not shape the outcome and carry no gradient); empty for scripted episodes.
+        wall_seconds: simulator wall-clock of the episode.
+    """
+
+    seed: int
+    states: np.ndarray
+    env_states: np.ndarray
+    actions: np.ndarray
+    coverage: np.ndarray
+    success: bool
+    chunk_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    chunk_actions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 2), dtype=np.float32))
+    wall_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        steps = len(self.actions)
+        for name, width in (("states", 2), ("env_states", 16), ("actions", 2)):
+            shape = np.shape(getattr(self, name))
+            if shape != (steps, width):
+                raise ValueError(f"Episode.{name} must have shape ({steps}, {width}) (T steps); got {shape}")
+        if np.shape(self.coverage) != (steps,):
+            raise ValueError(f"Episode.coverage must have shape ({steps},); got {np.shape(self.coverage)}")
+        if len(self.chunk_starts) != len(self.chunk_actions):
+            raise ValueError(
+                f"Episode.chunk_starts ({len(self.chunk_starts)}) and chunk_actions ({len(self.chunk_actions)}) "
+                "must have one entry per chunk"
+            )
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def progress_labels(self) -> np.ndarray:
+        """``[T]`` the progress target of each step: ``t / (T - 1)`` on successful episodes, 0 on failed ones.
+
+        >>> e = Episode(0, np.zeros((3, 2)), np.zeros((3, 16)), np.zeros((3, 2)), np.zeros(3), True)
+        >>> e.progress_labels().tolist()
+        [0.0, 0.5, 1.0]
+        """
+        steps = len(self)
+        if not self.success or steps == 0:
+            return np.zeros(steps, dtype=np.float32)
+        return (np.arange(steps) / max(steps - 1, 1)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class EpisodeTrajectory(Trajectory):
+    """A :class:`~wmrl.types.Trajectory` with the :class:`Episode` behind it (``None`` only in test doubles)."""
+
+    episode: Episode | None = field(default=None, repr=False, compare=False)
+
+
+def task_id(seed: int) -> str:
+    """The task id of an initial state: ``pusht-seed-<seed>``."""
+    return f"pusht-seed-{seed}"
+
+
+def seed_of(task: str) -> int:
+    """The initial state of a task id (inverse of :func:`task_id`).
+
+    >>> seed_of(task_id(17))
+    17
+    """
+    prefix = "pusht-seed-"
+    if not task.startswith(prefix):
+        raise ValueError(f"not a PushT initial state task id: {task!r} (expected {prefix}<seed>)")
+    return int(task[len(prefix):])
