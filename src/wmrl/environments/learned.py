@@ -30,12 +30,10 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wmrl.environments.grader import check_script
-from wmrl.environments.world_model import FALLBACK_REWARD, GATE_FLAG, MAX_VARIANCE
+from wmrl.environments.world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
 from wmrl.types import Outcome, Source, Status
 
 if TYPE_CHECKING:
@@ -350,14 +348,7 @@ class LearnedWorldModel:
     # -- the environment protocol ----------------------------------------------------------------------
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:
         """Predict the outcome of each turn's code (gated ones without a model call)."""
-        outcomes: list[Outcome | None] = [None] * len(requests)
-        todo = []
-        for i, request in enumerate(requests):
-            gated = check_script(request.code)
-            if gated is not None:
-                outcomes[i] = replace(gated, source=Source.WORLD_MODEL, flags=(GATE_FLAG,))
-            else:
-                todo.append(i)
+        outcomes, todo = gate(requests)
         if not todo:
             return outcomes  # type: ignore[return-value]
         self._ensure_ready()

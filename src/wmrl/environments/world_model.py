@@ -184,6 +184,20 @@ def _moments(probabilities: Sequence[float], rewards: Sequence[float]) -> tuple[
     return mean, max(variance, 0.0)
 
 
+def gate(requests: Sequence[StepRequest]) -> tuple[list[Outcome | None], list[int]]:
+    """Every world model's deterministic gate: the exact outcome of each request it decides (no code block,
+    ``compile()`` fails: 0.0, flagged ``"gate"``), ``None`` for the others, and the indices of those others."""
+    outcomes: list[Outcome | None] = [None] * len(requests)
+    todo = []
+    for i, request in enumerate(requests):
+        gated = check_script(request.code)
+        if gated is not None:
+            outcomes[i] = replace(gated, source=Source.WORLD_MODEL, flags=(GATE_FLAG,))
+        else:
+            todo.append(i)
+    return outcomes, todo
+
+
 class LMWorldModel:
     """A causal LM as the AutoResearch world model (see the module docstring).
 
@@ -305,14 +319,7 @@ class LMWorldModel:
     # -- the environment protocol ----------------------------------------------------------------------
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:
         """Predict the outcome of each turn's code (gated ones without a model call)."""
-        outcomes: list[Outcome | None] = [None] * len(requests)
-        todo = []
-        for i, request in enumerate(requests):
-            gated = check_script(request.code)
-            if gated is not None:
-                outcomes[i] = replace(gated, source=Source.WORLD_MODEL, flags=(GATE_FLAG,))
-            else:
-                todo.append(i)
+        outcomes, todo = gate(requests)
         if todo:
             self._ensure_model()
             start = time.perf_counter()
