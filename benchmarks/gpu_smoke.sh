@@ -9,10 +9,10 @@
 #   bash benchmarks/gpu_smoke.sh                   # from anywhere; prints versions, step metrics and a table
 #   WMRL_GPU_VENV=/path/to/venv bash benchmarks/gpu_smoke.sh   # a prepared venv (machines without network)
 #
-# Why the install is two steps: vllm==0.32.0 pins transformers < 5.20 while wmrl's core pins 5.24.0, so
-# `pip install 'wmrl[vllm]'` cannot resolve; vllm goes in first (with its CUDA torch 2.13.0 and transformers),
-# then wmrl without dependencies and its other dependencies (DESIGN.md section 5: 5.19.0 passes the SmolLM2 +
-# LoRA check).
+# Why the install is two steps: vllm==0.32.0 pins transformers < 5.20 (wmrl's core allows 5.19-5.24, with 5.24.0
+# in constraints.txt for CPU installs); vllm goes in first (with its CUDA torch 2.13.0 and its transformers), then
+# wmrl without dependencies and its other dependencies, so nothing replaces vllm's pins (DESIGN.md section 5:
+# 5.19.0 passes the SmolLM2 + LoRA check).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
