@@ -38,10 +38,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="JSONL of every rollout and its real outcome")
+    parser.add_argument("--starter", default="linear_baseline",
+                        help="reference solution shown as the starter (gradient_boosting_bagged: the heavy tier)")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
-    env = SandboxEnvironment()
+    env = SandboxEnvironment(starter_solution=args.starter)
     tasks = args.tasks or [s.id for s in env.suite.specs(args.split)]
     policy, tokenizer = load_policy(args.model)
     engine = HFGenerationEngine(policy, tokenizer, max_batch_size=args.batch_size)

@@ -82,3 +82,33 @@ def test_import_wmrl_callbacks_needs_no_model_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_heavy_tier_starter_runs_in_the_sandbox_and_replaces_the_prompts_starter(suite, process_sandbox):
+    """``starter_solution: heavy_boosting`` (the heavy execution tier of benchmarks/speedup.py): the prompt shows
+    it, the prefill begins it, and it is a working solution (run here on a small task, where it is quick)."""
+    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.rollout.agent import starter_head
+
+    env = SandboxEnvironment(suite, process_sandbox, use_log=False, starter_solution="heavy_boosting")
+    script = env.starter("smoke_iris")
+    assert "HistGradientBoostingClassifier(max_iter=1000" in script and "early_stopping=False" in script
+    prompt = env.prompt("smoke_iris")
+    assert prompt.count("## Starter solution") == 1 and script.strip() in prompt
+    assert "LogisticRegression" not in prompt  # the linear baseline is gone
+    assert prompt.split("## Starter solution")[0] == suite.get("smoke_iris").description.split("## Starter solution")[0]
+    assert starter_head(script).rstrip().endswith("])")  # up to the model line, as for the linear baseline
+    outcome = env.execute("smoke_iris", script)
+    assert outcome.status.value == "valid", outcome.feedback
+    assert SandboxEnvironment(suite, process_sandbox, use_log=False).prompt("smoke_iris") == \
+        suite.get("smoke_iris").description
+
+
+def test_an_unknown_or_unfit_starter_names_the_config_key(suite):
+    from wmrl.environments.real import SandboxEnvironment
+
+    with pytest.raises(ValueError, match=r"starter_solution: task 'smoke_iris' has no starter 'xgboost'.*knn"):
+        SandboxEnvironment(suite, use_log=False, starter_solution="xgboost").starter("smoke_iris")
+    with pytest.raises(ValueError, match=r"starter_solution: task 'co2_forecast' \(forecast\) has no heavy_boosting"):
+        SandboxEnvironment(suite, use_log=False, starter_solution="heavy_boosting").starter("co2_forecast")
+    assert "forecast(" in SandboxEnvironment(suite, use_log=False, starter_solution="trivial").starter("co2_forecast")

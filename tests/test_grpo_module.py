@@ -134,6 +134,28 @@ def test_heldout_evaluation_samples_every_task_in_one_rollout():
     assert [r["task_id"] for r in module._eval_results] == tasks
 
 
+def test_heldout_samples_are_written_per_evaluation_for_confidence_intervals(tmp_path):
+    import json
+
+    from lightning.pytorch.loggers import CSVLogger
+
+    from wmrl.datamodules.autoresearch import AutoResearchDataModule
+    from wmrl.modules.grpo import EVAL_FILE
+
+    module = make_module(max_new_tokens=8, eval_temperature=0.5)
+    tasks = ["smoke_iris", "smoke_diabetes"]
+    data = AutoResearchDataModule(split="smoke", eval_tasks=tasks, eval_samples=3, group_size=8)
+    trainer(1, logger=CSVLogger(tmp_path), default_root_dir=tmp_path).validate(module, datamodule=data, verbose=False)
+    trainer(1, logger=False, default_root_dir=tmp_path / "quiet").validate(module, datamodule=data, verbose=False)
+    lines = [json.loads(line) for line in (tmp_path / EVAL_FILE).read_text().splitlines()]
+    assert len(lines) == 1 and lines[0]["split"] == "heldout" and lines[0]["step"] == 0
+    assert [t["task_id"] for t in lines[0]["tasks"]] == tasks
+    for task in lines[0]["tasks"]:
+        assert len(task["positions"]) == 3 and all(0 < p <= 1 for p in task["positions"])
+        assert task["mean_position"] == pytest.approx(sum(task["positions"]) / 3)
+    assert not (tmp_path / "quiet").exists()  # a run without a logger has no run dir to write into
+
+
 class BrokenEnvironment(LowTokenEnvironment):
     """A sandbox that cannot start anything: every outcome is an infrastructure error."""
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from wmrl.environments.execution_log import ExecutionLog, cache_key
 from wmrl.environments.grader import check_script, grade
 from wmrl.environments.sandbox.base import ExecutionRequest, Sandbox, SandboxLimits
-from wmrl.tasks.build import BuiltTask
+from wmrl.tasks.build import STARTER_HEADING, BuiltTask
 from wmrl.tasks.suite import TaskSuite
 from wmrl.types import Outcome, Source
 
@@ -37,6 +37,11 @@ class SandboxEnvironment:
             ``use_log=False`` disables logging and caching.
         use_cache: serve repeated executions from the log.
         timeout_s: overrides every task's time budget (default: each task's own).
+        starter_solution: the reference solution shown in the prompt as the starter and begun by the
+            ``starter_head`` prefill (default ``linear_baseline``, the one in each task's description). Any
+            reference solution, or ``heavy_boosting``: the heavy execution tier of ``benchmarks/speedup.py``, a
+            long gradient-boosting run in the baseline's shape, so that execution costs what it does in heavy
+            AutoResearch work.
     """
 
     source = Source.REAL
@@ -49,8 +54,10 @@ class SandboxEnvironment:
         use_log: bool = True,
         use_cache: bool = True,
         timeout_s: float | None = None,
+        starter_solution: str = "linear_baseline",
     ) -> None:
         self.suite = suite or TaskSuite()
+        self.starter_solution = starter_solution
         if sandbox is None:
             from wmrl.environments.sandbox import ProcessSandbox
 
@@ -115,12 +122,23 @@ class SandboxEnvironment:
         return self.execute_many([(r.task_id, r.code) for r in requests])
 
     def prompt(self, task_id: str) -> str:
-        """The task prompt the agent reads."""
-        return self.suite.get(task_id).description
+        """The task prompt the agent reads (its starter section shows :meth:`starter`)."""
+        task = self.suite.get(task_id)
+        if self.starter_solution == "linear_baseline":
+            return task.description
+        head, _, _ = task.description.partition(STARTER_HEADING)
+        return (f"{head}{STARTER_HEADING}\nA working solution (it writes a valid submission). Improve on it.\n\n"
+                f"```python\n{self.starter(task_id).strip()}\n```\n")
 
     def starter(self, task_id: str) -> str:
-        """The task's starter solution (the linear baseline shown in its prompt)."""
-        return self.suite.get(task_id).starter
+        """The task's starter solution: the one named by ``starter_solution``."""
+        task = self.suite.get(task_id)
+        if self.starter_solution == "linear_baseline":
+            return task.starter
+        try:
+            return task.starter_solution(self.starter_solution)
+        except (KeyError, ValueError) as err:
+            raise ValueError(f"model.init_args.environment.init_args.starter_solution: {err.args[0]}") from None
 
     def _key(self, task: BuiltTask, script: str) -> str:
         limits = self.limits(task)

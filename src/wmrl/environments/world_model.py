@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.grader import check_script
 from wmrl.rollout.vllm_engine import VLLMSettings
+from wmrl.tasks.build import STARTER_HEADING
 from wmrl.types import Outcome, Source, Status
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 BUCKET_POSITION = {"low": 0.05, "fair": 0.20, "mid": 0.45, "high": 0.75}
 MAX_VARIANCE = 0.25  # the largest variance of any reward in [0, 1]
 GATE_FLAG = "gate"  # on outcomes decided by the deterministic gate: exact, not predictions (never calibrated)
-STARTER_HEADING = "## Starter solution"  # the agent's prompt section the world model does not need
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ checkpoints.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -42,6 +44,9 @@ from wmrl.rollout.vllm_engine import VLLMGenerationEngine, VLLMSettings
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
+
+#: under the run dir (``trainer.default_root_dir``): per-sample held-out positions, one line per evaluation
+EVAL_FILE = "heldout.jsonl"
 
 # Lightning warns at every checkpoint of a manually optimised module that the state saved is the one after the
 # optimizer step. That is the state wmrl means to save (a resumed run continues from it, exactly), so the
@@ -403,6 +408,7 @@ class GRPOModule(pl.LightningModule):
                 "mean_position": sum(p or 0.0 for p in positions) / samples,
                 "best_of_k": max(valid_positions, default=0.0),
                 "score": valid_rate * mean_best,  # the paper's per-task value
+                "positions": [p or 0.0 for p in positions],  # per sample; 0 for no valid submission
             })
         return results
 
@@ -434,6 +440,7 @@ class GRPOModule(pl.LightningModule):
             return
         self._eval_results = self.evaluate(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)
         summary = self._summarise(self._eval_results)
+        self._write_eval("heldout", self._eval_results)
         for logger in self.loggers:
             logger.log_metrics({f"heldout/{k}": v for k, v in summary.items()}, step=0)
 
@@ -457,9 +464,22 @@ class GRPOModule(pl.LightningModule):
         if not results or self.trainer.sanity_checking:
             return
         summary = self._summarise(results)
+        self._write_eval(prefix, results)
         self.log_dict({f"{prefix}/{k}": v for k, v in summary.items()}, batch_size=len(results))
         for r in results:
             self.log(f"{prefix}_task/{r['task_id']}/score", r["score"], batch_size=1)
+
+    def _write_eval(self, prefix: str, results: list[dict]) -> None:
+        """Append the evaluation's per-sample positions to ``<run dir>/heldout.jsonl`` (one line per evaluation:
+        the confidence intervals of ``benchmarks/speedup.py`` need samples, not means). Only a logging run has a
+        run dir, and only rank 0 writes."""
+        if not self.trainer.loggers or not self.trainer.is_global_zero:
+            return
+        line = {"split": prefix, "step": self.global_step, "tasks": results}
+        path = Path(self.trainer.default_root_dir) / EVAL_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps(line) + "\n")
 
     # -- checkpoints -----------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -117,6 +117,22 @@ class BuiltTask:
         """The starter solution shown in the prompt: the linear baseline."""
         return self.references()["linear_baseline"]
 
+    def starter_solution(self, name: str) -> str:
+        """A starter by name: a reference solution (``linear_baseline`` is the prompt's) or ``heavy_boosting``
+        (the heavy execution tier's, :func:`wmrl.tasks.references.heavy_starter`)."""
+        from wmrl.tasks.references import HEAVY_STARTER, heavy_starter
+
+        if name == HEAVY_STARTER:
+            return heavy_starter(self.spec, self.columns)
+        references = self.references()
+        if name not in references:
+            raise KeyError(f"task {self.id!r} has no starter {name!r}; choose {HEAVY_STARTER} or one of its "
+                           f"reference solutions: {', '.join(sorted(references))}")
+        return references[name]
+
+
+STARTER_HEADING = "## Starter solution"  # the prompt section that shows the starter solution
+
 
 # -- splitting -----------------------------------------------------------------------------------------
 def split_frame(spec: TaskSpec, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

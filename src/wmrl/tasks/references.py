@@ -272,21 +272,53 @@ def _tabular_solutions(spec: TaskSpec, kind: str, categorical: list[str]) -> dic
 
     score_import, score_template = _SCORE[spec.metric]
     scripts = {"trivial": _trivial_tabular(target, kind)}
-    for name, ((numeric_steps, categorical_step, prep_import), model_import, model) in models.items():
-        imports = {*model_import.split("\n"), prep_import, score_import, *_TABULAR_IMPORTS}
-        scripts[name] = _TABULAR.substitute(
-            imports="\n".join(sorted(imports)),
-            target=target,
-            categorical=repr(categorical),
-            prediction=_PREDICTION[kind],
-            numeric_steps=numeric_steps,
-            categorical_step=categorical_step,
-            model=model,
-            stratify=", stratify=train[target]" if classify else "",
-            score=score_template.format(y="val[target]", p="predict(val)"),
-        )
+    for name, (prep, model_import, model) in models.items():
+        scripts[name] = _tabular_script(spec, kind, categorical, prep, model_import, model)
     scripts["gradient_boosting_bagged"] = _bagged(spec, kind, categorical, score_import, score_template)
     return scripts
+
+
+def _tabular_script(
+    spec: TaskSpec, kind: str, categorical: list[str], prep: tuple[str, str, str], model_import: str, model: str
+) -> str:
+    numeric_steps, categorical_step, prep_import = prep
+    score_import, score_template = _SCORE[spec.metric]
+    imports = {*model_import.split("\n"), prep_import, score_import, *_TABULAR_IMPORTS}
+    return _TABULAR.substitute(
+        imports="\n".join(sorted(imports)),
+        target=spec.target[0],
+        categorical=repr(categorical),
+        prediction=_PREDICTION[kind],
+        numeric_steps=numeric_steps,
+        categorical_step=categorical_step,
+        model=model,
+        stratify=", stratify=train[target]" if spec.type in ("binary", "multiclass") else "",
+        score=score_template.format(y="val[target]", p="predict(val)"),
+    )
+
+
+#: The heavy execution tier's starter (``SandboxEnvironment(starter_solution="heavy_boosting")``): the linear
+#: baseline's script with a long gradient-boosting run instead of the linear model (no early stopping), so that a
+#: typical solution costs what heavy AutoResearch work costs (DESIGN.md section 7: 30-120 s of one core on the
+#: heavy tasks) while the part an agent writes keeps the baseline's shape. Not a leaderboard reference.
+HEAVY_STARTER = "heavy_boosting"
+_HEAVY_PARAMS = "max_iter=1000, learning_rate=0.05, max_leaf_nodes=31, early_stopping=False, random_state=0"
+
+
+def heavy_starter(spec: TaskSpec, columns: dict[str, str]) -> str:
+    """The heavy tier's starter solution for a tabular task (see :data:`HEAVY_STARTER`)."""
+    from wmrl.tasks.metrics import METRICS
+
+    if spec.type in ("forecast", "survival"):
+        raise ValueError(f"task {spec.id!r} ({spec.type}) has no {HEAVY_STARTER} starter: it is for tabular tasks")
+    kind = METRICS[spec.metric].prediction
+    categorical = [c for c, k in columns.items() if k == "categorical" and c not in (*spec.target, "id")]
+    classify = spec.type in ("binary", "multiclass")
+    estimator = "HistGradientBoostingClassifier" if classify else "HistGradientBoostingRegressor"
+    params = f'loss="poisson", {_HEAVY_PARAMS}' if kind == "positive" else _HEAVY_PARAMS
+    prep = (_MEDIAN, _ORDINAL, "from sklearn.preprocessing import OrdinalEncoder")
+    return _tabular_script(spec, kind, categorical, prep, f"from sklearn.ensemble import {estimator}",
+                           f"{estimator}({params})")
 
 
 def _trivial_tabular(target: str, kind: str) -> str:

@@ -1,0 +1,501 @@
+"""WMRL against real-execution GRPO, side by side: wall-clock, executions, held-out quality and the speedup limit.
+
+Runs the six ablation arms (real-execution GRPO, pure world model, uncorrected mixture, debiasing only, denoising
+only, full WMRL) with the same seed, model, tasks and step budget, one ``wmrl fit`` process after the other, then
+reads what each run logged:
+
+- wall-clock: the sum of the logged ``time/step`` (training only: model loading and evaluation excluded) and
+  its parts (generation, real execution, world model, update), and the process's whole wall-clock;
+- real executions used and their execution seconds (``anchor/executions``, ``env/execution_seconds``);
+- the final policy's held-out quality with real execution only (the module's evaluation after the last step,
+  K samples per held-out task, per-sample positions from ``heldout.jsonl``): mean position with a 95% bootstrap
+  confidence interval (samples resampled within each task), valid-submission rate, and the difference to
+  real-execution GRPO with its interval;
+- the speedup limit ``R = (G + E) / (G + W + a E)`` from the measured components (G generation + update and E
+  real execution per step of the real-execution run, W the world model's seconds and a the executed share of
+  rollouts in the WMRL run) and the achieved ratio as a fraction of it.
+
+It writes ``RESULTS.md`` (machine, commands, tables) and figures into ``--results`` (default ``benchmarks/``:
+``benchmarks/RESULTS.md`` and ``benchmarks/results/*.png``), and ``wmrl report`` pages for the full-WMRL and the
+real-execution runs.
+
+    python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 75 minutes
+    python benchmarks/speedup.py --preset gpu --model /models/Qwen3.5-4B   # paper scale (vLLM, one GPU or more)
+    python benchmarks/speedup.py --preset cpu-quick --reuse       # finished arms are read, not rerun
+
+Presets. ``cpu-quick``: SmolLM2-135M with LoRA, the *heavy execution tier* (DESIGN.md section 7): the two heavy
+multiclass training tasks with the ``heavy_boosting`` starter, whose typical solution is a 1000-round
+gradient-boosting run costing 45-80 s of one core (policy-written variants 10-60 s), so that execution weighs what it does in AutoResearch work;
+the learned world model (``LearnedWorldModel``, learning from this run's anchors only: no warm start, so no
+execution is free), execution cache off. ``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
+ablation overlays (vLLM for rollouts and the world model; the LLM world model in ``generate`` mode), the train
+split, the paper's step budget unless ``--steps`` says otherwise.
+
+Every arm runs in a fresh process on the same machine one after the other; nothing else should run meanwhile
+(the load average is recorded per arm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl")
+LABELS = {
+    "real_grpo": "Real-execution GRPO",
+    "pure_world_model": "Pure world model",
+    "uncorrected": "Uncorrected mixture",
+    "debias_only": "Debiasing only",
+    "denoise_only": "Denoising only",
+    "wmrl": "Full WMRL",
+}
+PARTS = {"time/generate": "generate", "time/update": "update", "time/env": "execute", "time/world_model": "world model"}
+
+LEARNED_WORLD_MODEL = {
+    "class_path": "wmrl.environments.learned.LearnedWorldModel",
+    "init_args": {"encoder": "all-minilm-l6-v2", "warm_start": [], "execution_log": False, "min_examples": 4,
+                  "refit_every": 4},
+}
+VLLM_WORLD_MODEL = {
+    "class_path": "wmrl.environments.world_model.LMWorldModel",
+    "init_args": {"model": "policy", "mode": "generate", "backend": "vllm", "max_new_tokens": 1024,
+                  "temperature": 0.7, "top_p": 0.8, "batch_size": 64},
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One benchmark scale: the base config, the ablation overlays and what every arm shares."""
+
+    base: str
+    ablations: str
+    steps: int
+    group_size: int
+    groups_per_step: int
+    eval_samples: int
+    tasks: list[str] | None = None  # None: the base config's split
+    eval_tasks: list[str] | None = None  # None: the base config's held-out tasks
+    starter: str = "linear_baseline"
+    world_model: dict | None = None  # replaces every arm's world model; None keeps the overlay's
+    model: dict = field(default_factory=dict)  # more model.init_args
+    note: str = ""
+
+
+PRESETS = {
+    "cpu-quick": Preset(
+        base="configs/autoresearch/quickstart.yaml",
+        ablations="configs/autoresearch/ablations/cpu",
+        steps=2,
+        group_size=4,
+        groups_per_step=4,
+        eval_samples=4,
+        tasks=["digits_recognition", "airport_state"],
+        eval_tasks=["penguin_species", "hmda_mortgage_denial", "nmes_doctor_visits"],
+        starter="heavy_boosting",
+        world_model=LEARNED_WORLD_MODEL,
+        note="2 CPU cores, about 75 minutes for the six arms",
+    ),
+    "gpu": Preset(
+        base="configs/autoresearch/paper_4b_vllm.yaml",
+        ablations="configs/autoresearch/ablations/paper",
+        steps=200,
+        group_size=8,
+        groups_per_step=8,
+        eval_samples=8,
+        world_model=VLLM_WORLD_MODEL,
+        note="paper scale: Qwen3.5-4B (--model), vLLM; days on one GPU, hours on eight",
+    ),
+}
+
+
+# -- running the arms ------------------------------------------------------------------------------------------
+def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> dict:
+    """The overlay for one arm: its ablation overlay with the preset's shared settings on top."""
+    overlay_path = ROOT / preset.ablations / f"{arm}.yaml"
+    if not overlay_path.is_file():
+        raise FileNotFoundError(f"{overlay_path}: the ablation overlay of arm {arm!r} is missing")
+    overlay = yaml.safe_load(overlay_path.read_text())
+    trainer = overlay.setdefault("trainer", {})
+    trainer.update(default_root_dir=str(run_dir), max_steps=preset.steps)
+    if preset.world_model is not None:
+        for callback in trainer.get("callbacks", []):
+            if callback["class_path"].endswith("WorldModelReward"):
+                callback["init_args"]["world_model"] = json.loads(json.dumps(preset.world_model))
+    model = {
+        "environment": {
+            "class_path": "wmrl.environments.real.SandboxEnvironment",
+            # every script really runs: two arms with one seed sample the same scripts, and a cached one is free
+            "init_args": {"use_cache": False, "starter_solution": preset.starter},
+        },
+        "eval_at_start": eval_at_start,
+        **preset.model,
+    }
+    data = {"group_size": preset.group_size, "groups_per_step": preset.groups_per_step,
+            "steps_per_epoch": preset.steps, "eval_samples": preset.eval_samples}
+    if preset.tasks is not None:
+        data["tasks"] = list(preset.tasks)
+    if preset.eval_tasks is not None:
+        data["eval_tasks"] = list(preset.eval_tasks)
+    overlay["model"] = {"init_args": model}
+    overlay["data"] = {"init_args": data}
+    return overlay
+
+
+def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool) -> dict:
+    """Write the arm's config, run ``wmrl fit`` on it (log in the run dir) and time the process."""
+    run_dir = out / "runs" / arm
+    config = out / "configs" / f"{arm}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump(arm_config(preset, arm, run_dir, eval_at_start), sort_keys=False))
+    command = [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / preset.base), "-c", str(config)]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"[speedup] {arm}: {' '.join(command)}", flush=True)
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    with (run_dir / "fit.log").open("w") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"arm {arm!r} failed (exit {done.returncode}); its log: {run_dir / 'fit.log'}")
+    meta = {"arm": arm, "process_wall_s": wall, "load_before": load_before, "load_after": os.getloadavg()[0],
+            "command": " ".join(command)}
+    (run_dir / "speedup_arm.json").write_text(json.dumps(meta, indent=1))
+    print(f"[speedup] {arm}: done in {wall / 60:.1f} min", flush=True)
+    return meta
+
+
+# -- reading a finished arm ------------------------------------------------------------------------------------
+@dataclass
+class ArmResult:
+    arm: str
+    steps: pd.DataFrame  # per training step: time/* and counters
+    positions: dict[str, list[float]]  # held-out task -> per-sample positions after the last step
+    start_positions: dict[str, list[float]] | None
+    valid_rate: float
+    meta: dict
+
+    @property
+    def train_s(self) -> float:
+        return float(self.steps["time/step"].sum())
+
+    def part_s(self, column: str) -> float:
+        return float(self.steps[column].fillna(0).sum()) if column in self.steps else 0.0
+
+    @property
+    def executions(self) -> int:
+        return int(self.steps["anchor/executions"].fillna(0).sum()) if "anchor/executions" in self.steps else 0
+
+
+def read_arm(run_dir: Path, arm: str) -> ArmResult:
+    """An arm's per-step metrics (CSV logger) and held-out samples (``heldout.jsonl``)."""
+    from wmrl.report import find_metrics
+
+    frame = pd.read_csv(find_metrics(run_dir))
+    steps = frame.dropna(subset=["time/step"]).groupby("step").last().sort_index()
+    evals = [json.loads(line) for line in (run_dir / "heldout.jsonl").read_text().splitlines() if line.strip()]
+    final = [e for e in evals if e["step"] == int(steps.index.max()) and e["split"] == "heldout"]
+    if not final:
+        raise ValueError(f"{run_dir / 'heldout.jsonl'} has no held-out evaluation after the last step "
+                         f"({int(steps.index.max())}): did validation run at the end of training?")
+    start = [e for e in evals if e["step"] == 0]
+
+    def samples(evaluation: dict) -> dict[str, list[float]]:
+        return {t["task_id"]: t["positions"] for t in evaluation["tasks"]}
+
+    tasks = final[-1]["tasks"]
+    meta_path = run_dir / "speedup_arm.json"
+    return ArmResult(
+        arm=arm,
+        steps=steps,
+        positions=samples(final[-1]),
+        start_positions=samples(start[0]) if start else None,
+        valid_rate=float(np.mean([t["valid_rate"] for t in tasks])),
+        meta=json.loads(meta_path.read_text()) if meta_path.is_file() else {},
+    )
+
+
+# -- statistics -------------------------------------------------------------------------------------------------
+def bootstrap_mean(positions: dict[str, list[float]], resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean position over all samples and its 95% percentile interval, resampling samples within each task.
+
+    >>> mean, low, high = bootstrap_mean({"a": [0.2, 0.4], "b": [0.6, 0.8]})
+    >>> round(mean, 3), low <= mean <= high
+    (0.5, True)
+    """
+    rng = np.random.default_rng(seed)
+    groups = [np.asarray(v, dtype=float) for v in positions.values()]
+    means = np.zeros(resamples)
+    for g in groups:
+        means += rng.choice(g, size=(resamples, len(g)), replace=True).sum(axis=1)
+    means /= sum(len(g) for g in groups)
+    mean = float(np.concatenate(groups).mean())
+    return mean, float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def bootstrap_difference(a: dict[str, list[float]], b: dict[str, list[float]], resamples: int = 2000,
+                         seed: int = 0) -> tuple[float, float, float]:
+    """Mean position of ``a`` minus ``b`` with a 95% interval (the two resampled independently, task by task)."""
+    if sorted(a) != sorted(b):
+        raise ValueError(f"the arms were evaluated on different tasks: {sorted(a)} vs {sorted(b)}")
+    draws = []
+    for positions, offset in ((a, 1), (b, 2)):
+        rng = np.random.default_rng(seed + offset)
+        groups = [np.asarray(positions[t], dtype=float) for t in sorted(positions)]
+        total = sum(rng.choice(g, size=(resamples, len(g)), replace=True).sum(axis=1) for g in groups)
+        draws.append(total / sum(len(g) for g in groups))
+    diff = draws[0] - draws[1]
+    point = bootstrap_mean(a)[0] - bootstrap_mean(b)[0]
+    return point, float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The speedup's components per training step and the bound they imply."""
+
+    generate_update_s: float  # G: generation + update, per step of the real-execution run
+    execute_s: float  # E: real execution per step of the real-execution run
+    world_model_s: float  # W: world-model seconds per step of the WMRL run
+    anchor_share: float  # a: executed share of rollouts in the WMRL run
+    achieved: float  # real-execution GRPO / WMRL, training wall-clock at the same step budget
+
+    @property
+    def bound(self) -> float:
+        g, e, w, a = self.generate_update_s, self.execute_s, self.world_model_s, self.anchor_share
+        return (g + e) / (g + w + a * e)
+
+    @property
+    def fraction(self) -> float:
+        return self.achieved / self.bound
+
+
+def speedup_limit(real: ArmResult, wmrl: ArmResult, rollouts_per_step: int) -> Limit:
+    """:class:`Limit` from the two runs' logged components (``time/env`` is wall-clock spent executing)."""
+    n = len(real.steps)
+    g = (real.part_s("time/generate") + real.part_s("time/update")) / n
+    e = real.part_s("time/env") / n
+    w = wmrl.part_s("time/world_model") / len(wmrl.steps)
+    a = wmrl.executions / (rollouts_per_step * len(wmrl.steps))
+    return Limit(g, e, w, a, real.train_s / wmrl.train_s)
+
+
+# -- writing RESULTS.md and figures ----------------------------------------------------------------------------
+def machine() -> str:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"{os.cpu_count()} CPU cores ({cpu}), {memory:.0f} GiB RAM, {gpu}; Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
+
+
+def figures(results: dict[str, ArmResult], target: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    target.mkdir(parents=True, exist_ok=True)
+    arms = [a for a in ARMS if a in results]
+    names = []
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottom = np.zeros(len(arms))
+    for column, label in PARTS.items():
+        values = np.array([results[a].part_s(column) / 60 for a in arms])
+        ax.barh([LABELS[a] for a in arms], values, left=bottom, label=label)
+        bottom += values
+    ax.set_xlabel("training wall-clock (min), by component")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(target / "speedup_time.png", dpi=120)
+    plt.close(fig)
+    names.append("speedup_time.png")
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for i, a in enumerate(arms):
+        mean, low, high = bootstrap_mean(results[a].positions)
+        ax.errorbar(mean, i, xerr=[[mean - low], [high - mean]], fmt="o", capsize=4)
+    ax.set_yticks(range(len(arms)), [LABELS[a] for a in arms])
+    ax.invert_yaxis()
+    ax.set_xlabel("held-out mean position (real execution), 95% bootstrap interval")
+    fig.tight_layout()
+    fig.savefig(target / "speedup_heldout.png", dpi=120)
+    plt.close(fig)
+    names.append("speedup_heldout.png")
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for a in arms:
+        steps = results[a].steps
+        column = "reward/real_mean" if a == "real_grpo" else "reward/mean"
+        if column in steps:
+            ax.plot(steps["time/step"].cumsum() / 60, steps[column], marker="o", label=LABELS[a])
+    ax.set_xlabel("training wall-clock (min)")
+    ax.set_ylabel("mean training reward")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(target / "speedup_reward.png", dpi=120)
+    plt.close(fig)
+    names.append("speedup_reward.png")
+    return names
+
+
+def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmResult], limit: Limit | None,
+                     command: str, figure_names: list[str], figure_dir: str) -> str:
+    lines = [
+        "# Speedup: WMRL vs real-execution GRPO",
+        "",
+        f"Measured by `benchmarks/speedup.py` on {time.strftime('%Y-%m-%d')}. Machine: {machine()}.",
+        "",
+        f"    {command}",
+        "",
+        f"Preset `{preset_name}` ({preset.note}): {preset.steps} steps x {preset.groups_per_step} groups x "
+        f"{preset.group_size} rollouts, train tasks {preset.tasks or 'of the base config'}, starter "
+        f"`{preset.starter}`, held-out tasks {preset.eval_tasks or 'of the base config'} with "
+        f"{preset.eval_samples} samples each (real execution), base config `{preset.base}`, overlays "
+        f"`{preset.ablations}/<arm>.yaml`, world model "
+        f"`{(preset.world_model or {}).get('class_path', 'of the overlays')}`. Same seed (0) in every arm.",
+        "",
+        "| arm | training wall-clock (min) | ratio vs real | generate | update | execute | world model "
+        "| real executions | execution s | held-out mean position [95% CI] | valid rate | process (min) | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    real = results.get("real_grpo")
+    for a in ARMS:
+        if a not in results:
+            continue
+        r = results[a]
+        mean, low, high = bootstrap_mean(r.positions)
+        ratio = f"{real.train_s / r.train_s:.2f}x" if real else "n/a"
+        exec_s = r.part_s("env/execution_seconds")
+        load = r.meta.get("load_before")
+        lines.append(
+            f"| {LABELS[a]} | {r.train_s / 60:.1f} | {ratio} | "
+            + " | ".join(f"{r.part_s(c) / 60:.1f}" for c in PARTS)
+            + f" | {r.executions} | {exec_s:.0f} | {mean:.3f} [{low:.3f}, {high:.3f}] | {r.valid_rate:.2f} | "
+            f"{r.meta.get('process_wall_s', float('nan')) / 60:.1f} | "
+            f"{'' if load is None else f'{load:.1f}'} |"
+        )
+    lines += ["", "Component columns are minutes of training wall-clock (`time/*`); *execute* is wall-clock "
+              "spent waiting for real executions (concurrent runs overlap), *execution s* the executions' own "
+              "seconds; *process* includes model loading and held-out evaluation; *load* is the 1-minute load "
+              "average when the arm started.", ""]
+    if real and real.start_positions:
+        mean, low, high = bootstrap_mean(real.start_positions)
+        lines += [f"Held-out mean position of the starting policy: {mean:.3f} [{low:.3f}, {high:.3f}].", ""]
+    if limit is not None:
+        lines += [
+            "## The limit",
+            "",
+            "R = (G + E) / (G + W + a E), per training step: G generation + update and E real execution of the "
+            "real-execution run, W world model and a the executed share of rollouts of the full-WMRL run.",
+            "",
+            "| G (s) | E (s) | W (s) | a | limit R | achieved | achieved / limit |",
+            "|---|---|---|---|---|---|---|",
+            f"| {limit.generate_update_s:.1f} | {limit.execute_s:.1f} | {limit.world_model_s:.1f} | "
+            f"{limit.anchor_share:.3f} | {limit.bound:.2f}x | {limit.achieved:.2f}x | {limit.fraction:.0%} |",
+            "",
+            f"R >= 3 needs E >= {_execution_needed(limit, 3.0):.0f} s per step at these G, W and a "
+            f"({_execution_needed(limit, 3.0) / max(limit.generate_update_s, 1e-9):.1f} G).",
+            "",
+        ]
+    if real:
+        lines += ["## Held-out quality against real-execution GRPO", "",
+                  "| arm | difference in mean position [95% CI] | within the interval of real GRPO or above |",
+                  "|---|---|---|"]
+        for a in ARMS:
+            if a in results and a != "real_grpo":
+                point, low, high = bootstrap_difference(results[a].positions, real.positions)
+                lines.append(f"| {LABELS[a]} | {point:+.3f} [{low:+.3f}, {high:+.3f}] | "
+                             f"{'yes' if high >= 0 else 'no'} |")
+        lines.append("")
+        order = [a for a in ("uncorrected", "debias_only", "denoise_only", "wmrl") if a in results]
+        if len(order) == 4:
+            m = {a: bootstrap_mean(results[a].positions)[0] for a in order}
+            holds = m["uncorrected"] < min(m["debias_only"], m["denoise_only"]) and \
+                max(m["debias_only"], m["denoise_only"]) < m["wmrl"]
+            lines += [f"Ablation ordering (uncorrected < single corrections < full WMRL, by mean position): "
+                      f"{'holds' if holds else 'does not hold'} here "
+                      f"({', '.join(f'{LABELS[a]} {m[a]:.3f}' for a in order)}).", ""]
+    lines += ["## Figures", ""] + [f"![{n}]({figure_dir}/{n})" for n in figure_names] + [""]
+    return "\n".join(lines)
+
+
+def _execution_needed(limit: Limit, target: float) -> float:
+    """E per step for which the bound reaches ``target`` at the measured G, W and a."""
+    g, w, a = limit.generate_update_s, limit.world_model_s, limit.anchor_share
+    denominator = 1 - target * a
+    return float("inf") if denominator <= 0 else (target * (g + w) - g) / denominator
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu-quick")
+    parser.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS))
+    parser.add_argument("--steps", type=int, help="override the preset's step budget")
+    parser.add_argument("--model", help="override the policy (a local checkpoint dir or a built-in name)")
+    parser.add_argument("--out", type=Path, default=Path("runs/speedup"), help="run dirs and generated configs")
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks",
+                        help="where RESULTS.md and results/*.png go")
+    parser.add_argument("--reuse", action="store_true", help="read arms that already finished instead of rerunning")
+    args = parser.parse_args(argv)
+
+    preset = PRESETS[args.preset]
+    if args.steps:
+        preset = replace(preset, steps=args.steps)
+    if args.model:
+        preset = replace(preset, model={**preset.model, "model": args.model})
+    out = args.out / args.preset
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "preset.json").write_text(json.dumps(asdict(preset), indent=1))
+
+    results: dict[str, ArmResult] = {}
+    for i, arm in enumerate(args.arms):
+        run_dir = out / "runs" / arm
+        if not (args.reuse and (run_dir / "speedup_arm.json").is_file()):
+            if run_dir.exists():
+                import shutil
+
+                shutil.rmtree(run_dir)  # a fresh run: no stale metrics or checkpoints to resume from
+            run_arm(preset, arm, out, eval_at_start=(i == 0))
+        results[arm] = read_arm(run_dir, arm)
+
+    limit = None
+    if "real_grpo" in results and "wmrl" in results:
+        limit = speedup_limit(results["real_grpo"], results["wmrl"], preset.group_size * preset.groups_per_step)
+    figure_dir = args.results / "results"
+    names = figures(results, figure_dir)
+    command = "python benchmarks/speedup.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = results_markdown(args.preset, preset, results, limit, command, names,
+                            os.path.relpath(figure_dir, args.results))
+    (args.results / "RESULTS.md").write_text(text)
+    from wmrl.report import write_report
+
+    for arm in ("wmrl", "real_grpo"):
+        if arm in results:
+            write_report(out / "runs" / arm)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

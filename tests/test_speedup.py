@@ -1,0 +1,150 @@
+"""benchmarks/speedup.py: every arm's generated config instantiates, and the tables, limit and intervals come out
+right from logged runs (synthetic run dirs here; the measured run is in benchmarks/RESULTS.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from wmrl.cli import lightning_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("speedup", ROOT / "benchmarks" / "speedup.py")
+speedup = importlib.util.module_from_spec(spec)
+sys.modules["speedup"] = speedup
+spec.loader.exec_module(speedup)
+
+CALLBACKS = {
+    "real_grpo": [],
+    "pure_world_model": ["AnchorRouting", "WorldModelReward"],
+    "uncorrected": ["AnchorRouting", "WorldModelReward"],
+    "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
+    "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
+    "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
+}
+
+
+@pytest.mark.parametrize("arm", speedup.ARMS)
+def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path, monkeypatch):
+    from wmrl.callbacks import RLCallback, WorldModelReward
+    from wmrl.environments.learned import LearnedWorldModel
+
+    monkeypatch.chdir(tmp_path)
+    preset = speedup.PRESETS["cpu-quick"]
+    config = tmp_path / f"{arm}.yaml"
+    config.write_text(yaml.safe_dump(speedup.arm_config(preset, arm, tmp_path / "run", eval_at_start=False)))
+    cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config)], run=False)
+    assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == CALLBACKS[arm]
+    for c in cli.trainer.callbacks:
+        if isinstance(c, WorldModelReward):  # learns from this run's anchors only: no execution comes free
+            assert isinstance(c.world_model, LearnedWorldModel) and not c.world_model.execution_log
+    env = cli.model.environments["real"]
+    assert env.starter_solution == "heavy_boosting" and env.log.use_cache is False
+    assert cli.trainer.max_steps == preset.steps and cli.trainer.default_root_dir == str(tmp_path / "run")
+    assert cli.datamodule.train_tasks == preset.tasks and cli.datamodule.eval_task_ids == preset.eval_tasks
+    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (preset.groups_per_step, preset.group_size)
+    assert cli.model.hparams.eval_at_start is False
+
+
+def test_the_gpu_preset_keeps_the_paper_config_and_puts_the_world_model_on_vllm(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    preset = speedup.PRESETS["gpu"]
+    config = tmp_path / "wmrl.yaml"
+    config.write_text(yaml.safe_dump(speedup.arm_config(preset, "wmrl", tmp_path / "run", eval_at_start=True)))
+    cpu = ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--model.init_args.model=smollm2-135m-instruct",
+           "--model.init_args.dtype=float32"]
+    cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config), *cpu], run=False)
+    (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
+    assert world_model.backend == "vllm" and world_model.mode == "generate"
+    assert cli.trainer.max_steps == 200 and cli.datamodule.groups_per_step == 8
+    assert cli.model.environments["real"].starter_solution == "linear_baseline"
+
+
+def test_a_missing_overlay_is_named(tmp_path):
+    preset = speedup.Preset(base="x.yaml", ablations="configs/nowhere", steps=1, group_size=2, groups_per_step=1,
+                            eval_samples=1)
+    with pytest.raises(FileNotFoundError, match="configs/nowhere/wmrl.yaml: the ablation overlay of arm 'wmrl'"):
+        speedup.arm_config(preset, "wmrl", tmp_path, eval_at_start=False)
+
+
+def fake_run(root: Path, arm: str, step_s: float, parts: dict[str, float], executions: int,
+             positions: dict[str, list[float]], steps: int = 2) -> Path:
+    """A run dir as a finished arm leaves it: CSV metrics, heldout.jsonl and the arm's record."""
+    run = root / "runs" / arm
+    (run / "csv" / "version_0").mkdir(parents=True)
+    rows = [{"step": s, "time/step": step_s, **parts, "anchor/executions": executions, "reward/mean": 0.1 * s,
+             "reward/real_mean": 0.1 * s, "env/execution_seconds": parts.get("time/env", 0.0) * 2}
+            for s in range(1, steps + 1)]
+    pd.DataFrame(rows).to_csv(run / "csv" / "version_0" / "metrics.csv", index=False)
+    evals = [{"split": "heldout", "step": 0, "tasks": [{"task_id": t, "valid_rate": 0.5, "positions": [0.3] * len(p)}
+                                                      for t, p in positions.items()]},
+             {"split": "heldout", "step": steps, "tasks": [{"task_id": t, "valid_rate": 0.5, "positions": p}
+                                                          for t, p in positions.items()]}]
+    (run / "heldout.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    (run / "speedup_arm.json").write_text(json.dumps({"arm": arm, "process_wall_s": step_s * steps + 60,
+                                                      "load_before": 0.1}))
+    return run
+
+
+def test_results_limit_and_intervals_from_logged_runs(tmp_path):
+    rng = np.random.default_rng(0)
+    good = {t: list(rng.uniform(0.4, 1.0, 8)) for t in ("a", "b", "c")}
+    poor = {t: list(rng.uniform(0.0, 0.3, 8)) for t in ("a", "b", "c")}
+    out = tmp_path / "cpu-quick"
+    # real: G = 60 + 40, E = 200 per step; WMRL: 4 of 16 rollouts executed, W = 5
+    fake_run(out, "real_grpo", 300, {"time/generate": 60, "time/update": 40, "time/env": 200}, 16, poor)
+    fake_run(out, "wmrl", 155, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5},
+             4, good)
+    for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
+        fake_run(out, arm, 150, {"time/generate": 60, "time/update": 40, "time/env": 45, "time/world_model": 5},
+                 4, {t: [0.0] * 8 for t in poor} if arm == "pure_world_model" else poor)
+
+    real, wmrl = speedup.read_arm(out / "runs" / "real_grpo", "real_grpo"), speedup.read_arm(out / "runs" / "wmrl", "wmrl")
+    limit = speedup.speedup_limit(real, wmrl, rollouts_per_step=16)
+    assert (limit.generate_update_s, limit.execute_s, limit.world_model_s, limit.anchor_share) == (100, 200, 5, 0.25)
+    assert limit.bound == pytest.approx(300 / 155) and limit.achieved == pytest.approx(600 / 310)
+    assert limit.fraction == pytest.approx(1.0)
+    assert speedup._execution_needed(limit, 3.0) == pytest.approx((3 * 105 - 100) / 0.25)
+
+    results = tmp_path / "results"
+    speedup.main(["--preset", "cpu-quick", "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    text = (results / "RESULTS.md").read_text()
+    assert "| Full WMRL | 5.2 | 1.94x |" in text  # 310 s of training, 600 / 310
+    assert "| 100.0 | 200.0 | 5.0 | 0.250 | 1.94x | 1.94x | 100% |" in text
+    mean, low, high = speedup.bootstrap_mean(good)
+    assert f"{mean:.3f} [{low:.3f}, {high:.3f}]" in text and low < mean < high
+    assert "Ablation ordering (uncorrected < single corrections < full WMRL, by mean position): does not hold" in text
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["Pure world model"].endswith("| no |") and rows["Uncorrected mixture"].endswith("| yes |")
+    assert "| Full WMRL | +" in text
+    for name in ("speedup_time.png", "speedup_heldout.png", "speedup_reward.png"):
+        assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
+    assert (out / "runs" / "wmrl" / "report" / "index.html").is_file()
+
+
+def test_bootstrap_intervals_narrow_with_samples_and_separate_different_arms():
+    rng = np.random.default_rng(1)
+    few = {"a": list(rng.uniform(0, 1, 4))}
+    many = {"a": list(rng.uniform(0, 1, 400))}
+    _, low_few, high_few = speedup.bootstrap_mean(few)
+    _, low_many, high_many = speedup.bootstrap_mean(many)
+    assert high_many - low_many < (high_few - low_few) / 3
+    point, low, high = speedup.bootstrap_difference({"a": [0.9] * 5 + [0.8] * 5}, {"a": [0.1] * 5 + [0.2] * 5})
+    assert point == pytest.approx(0.7) and 0.6 < low <= point <= high < 0.8
+    with pytest.raises(ValueError, match="different tasks"):
+        speedup.bootstrap_difference({"a": [1.0]}, {"b": [1.0]})
+
+
+def test_an_arm_without_a_final_evaluation_is_refused(tmp_path):
+    run = fake_run(tmp_path, "wmrl", 100, {"time/generate": 1.0}, 1, {"a": [0.5]})
+    lines = (run / "heldout.jsonl").read_text().splitlines()
+    (run / "heldout.jsonl").write_text(lines[0] + "\n")
+    with pytest.raises(ValueError, match="no held-out evaluation after the last step"):
+        speedup.read_arm(run, "wmrl")
