@@ -89,7 +89,7 @@ def fake_run(root: Path, arm: str, step_s: float, parts: dict[str, float], execu
                                                           for t, p in positions.items()]}]
     (run / "heldout.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
     (run / "speedup_arm.json").write_text(json.dumps({"arm": arm, "process_wall_s": step_s * steps + 60,
-                                                      "load_before": 0.1}))
+                                                      "load_mean": 0.1, "load_max": 0.2}))
     return run
 
 
@@ -98,16 +98,16 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     good = {t: list(rng.uniform(0.4, 1.0, 8)) for t in ("a", "b", "c")}
     poor = {t: list(rng.uniform(0.0, 0.3, 8)) for t in ("a", "b", "c")}
     out = tmp_path / "cpu-quick"
-    # real: G = 60 + 40, E = 200 per step; WMRL: 4 of 16 rollouts executed, W = 5
+    # real: G = 60 + 40, E = 200 per step; WMRL: 3 of the preset's 4 x 3 rollouts executed, W = 5
     fake_run(out, "real_grpo", 300, {"time/generate": 60, "time/update": 40, "time/env": 200}, 16, poor)
     fake_run(out, "wmrl", 155, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5},
-             4, good)
+             3, good)
     for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
         fake_run(out, arm, 150, {"time/generate": 60, "time/update": 40, "time/env": 45, "time/world_model": 5},
                  4, {t: [0.0] * 8 for t in poor} if arm == "pure_world_model" else poor)
 
     real, wmrl = speedup.read_arm(out / "runs" / "real_grpo", "real_grpo"), speedup.read_arm(out / "runs" / "wmrl", "wmrl")
-    limit = speedup.speedup_limit(real, wmrl, rollouts_per_step=16)
+    limit = speedup.speedup_limit(real, wmrl, rollouts_per_step=12)
     assert (limit.generate_update_s, limit.execute_s, limit.world_model_s, limit.anchor_share) == (100, 200, 5, 0.25)
     assert limit.bound == pytest.approx(300 / 155) and limit.achieved == pytest.approx(600 / 310)
     assert limit.fraction == pytest.approx(1.0)
@@ -123,7 +123,8 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     assert "Ablation ordering (uncorrected < single corrections < full WMRL, by mean position): does not hold" in text
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
     assert rows["Pure world model"].endswith("| no |") and rows["Uncorrected mixture"].endswith("| yes |")
-    assert "| Full WMRL | +" in text
+    assert "| Full WMRL | +" in text and "| 0.1 (max 0.2) |" in text
+    assert "Held-out mean position of the starting policy: 0.300 [0.300, 0.300]" in text
     for name in ("speedup_time.png", "speedup_heldout.png", "speedup_reward.png"):
         assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
     assert (out / "runs" / "wmrl" / "report" / "index.html").is_file()
