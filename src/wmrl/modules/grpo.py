@@ -338,11 +338,12 @@ class GRPOModule(pl.LightningModule):
 
     def _micro_batch_loss(self, batch: RolloutBatch, rows: list[int], mask, normaliser: float, max_tokens: int):
         hp = self.hparams
-        ids = batch.input_ids[rows]
-        attention = batch.attention_mask[rows]
+        device = self.device  # rollouts stay on the CPU for the callbacks; each micro-batch goes to the policy's device
+        ids = batch.input_ids[rows].to(device)
+        attention = batch.attention_mask[rows].to(device)
         length = int(attention.sum(1).max())
         ids, attention = ids[:, :length], attention[:, :length]
-        window_mask = mask[rows][:, :length]
+        window_mask = mask[rows][:, :length].to(device)
         first = int(window_mask.float().argmax(1)[window_mask.any(1)].min())
         window = slice(first - 1, length)  # logits at p-1 predict the token at p
         keep = length - first + 1
@@ -352,9 +353,9 @@ class GRPOModule(pl.LightningModule):
         ref = self._reference_logprobs(ids, attention, window, keep) if hp.kl_coef > 0 else None
         return grpo_loss(
             logprobs,
-            batch.old_logprobs[rows][:, window],
+            batch.old_logprobs[rows][:, window].to(device),
             ref,
-            batch.advantages[rows],
+            batch.advantages[rows].to(device),
             window_mask[:, window],
             entropy,
             clip_eps=hp.clip_eps,
