@@ -39,7 +39,8 @@ class Watch(RLCallback):
         assert torch.isfinite(trainer.callback_metrics["loss/total"])
 
 
-@pytest.mark.parametrize(("precision", "lora"), [("32-true", False), ("bf16-mixed", False), ("bf16-mixed", True)])
+@pytest.mark.parametrize(("precision", "lora"), [("32-true", False), ("bf16-mixed", False), ("bf16-mixed", True),
+                                                ("bf16-true", True)])  # bf16-true: the paper configs
 def test_grpo_learns_on_a_cuda_gpu(precision, lora):
     model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
     module = GRPOModule(
