@@ -21,7 +21,8 @@ OVERLAY_BASES = {"configs/debug/": "configs/autoresearch/quickstart.yaml",
 _GPU_TO_CPU = ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--model.init_args.model=smollm2-135m-instruct",
                "--model.init_args.dtype=float32"]
 CPU_STANDINS = {"configs/autoresearch/paper_4b.yaml": _GPU_TO_CPU, "configs/autoresearch/paper_4b_vllm.yaml": _GPU_TO_CPU,
-                "configs/vla/pusht_gpu.yaml": ["--trainer.accelerator=cpu"]}
+                "configs/vla/pusht_gpu.yaml": ["--trainer.accelerator=cpu"],
+                "configs/vla/libero_gpu.yaml": ["--trainer.accelerator=cpu"]}
 
 
 # The ablations of the paper, by configuration alone: which WMRL callbacks each config turns on.

@@ -9,7 +9,9 @@ InverseVarianceDenoising) work here unchanged, through the same RL hooks and typ
 - ``episode``: :class:`Episode`, :class:`EpisodeTrajectory` (an embodied rollout as the hooks see it)
 - ``dataset``: episodes <-> a local ``LeRobotDataset``
 - ``datamodule``: :class:`LeRobotVLADataModule` (demonstrations, train / held-out initial states)
-- ``policy``: :class:`VLAPolicy` (a LeRobot ACT policy behind the calls the RL update needs)
+- ``policy``: :class:`VLAPolicy` (a LeRobot ACT or SmolVLA policy behind the calls the RL update needs)
+- ``smolvlm``: a tiny SmolVLM backbone directory generated locally (SmolVLA on CPU)
+- ``libero``: :class:`LiberoSimulator` (LIBERO for GPU machines; checks for the package, rollouts not wired yet)
 - ``reward_model``: :class:`ProgressRewardModel` (``compute_reward(batch)``) and the shaped trajectory reward
 - ``world_model``: :class:`ProgressWorldModel` (the progress model as the ``world_model`` environment)
 - ``recorder``: :class:`AnchorEpisodeRecorder` (anchor episodes into a LeRobotDataset)

@@ -29,15 +29,21 @@ SIMULATOR_FIELDS = ("max_episode_steps", "success_threshold", "initial_states", 
 
 
 class _Steps(torch.utils.data.IterableDataset):
+    """Batch ``k`` of the run (``k = 0, 1, ...``) is draw ``k % steps`` of epoch ``k // steps``'s seeded order,
+    so a resumed run (``start`` = the steps already taken) continues the uninterrupted run's sequence."""
+
     def __init__(self, task_ids: list[str], groups: int, steps: int, seed: int) -> None:
         self.task_ids, self.groups, self.steps, self.seed = task_ids, groups, steps, seed
-        self.epoch = 0
+        self.start = 0
 
     def __iter__(self):
-        rng = random.Random(self.seed * 1_000_003 + self.epoch)
-        self.epoch += 1
-        for _ in range(self.steps):
-            yield rng.sample(self.task_ids, self.groups)
+        epoch, skip = divmod(self.start, self.steps)
+        rng = random.Random(self.seed * 1_000_003 + epoch)
+        self.start = (epoch + 1) * self.steps
+        for index in range(self.steps):
+            draw = rng.sample(self.task_ids, self.groups)
+            if index >= skip:
+                yield draw
 
     def __len__(self) -> int:
         return self.steps
@@ -172,6 +178,13 @@ class LeRobotVLADataModule(pl.LightningDataModule):
         if self._episodes is None:
             self.setup()
         return list(self._episodes)
+
+    def state_dict(self) -> dict:
+        """The training steps taken (one batch each), so a resumed run continues the same initial-state order."""
+        return {"steps_done": int(self.trainer.global_step) if self.trainer is not None else self._steps.start}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._steps.start = int(state_dict["steps_done"])
 
     def train_dataloader(self):
         return torch.utils.data.DataLoader(self._steps, batch_size=None)

@@ -85,6 +85,30 @@ class EpisodeTrajectory(Trajectory):
     episode: Episode | None = field(default=None, repr=False, compare=False)
 
 
+_ARRAYS = ("states", "env_states", "actions", "coverage", "chunk_starts", "chunk_actions")
+
+
+def episode_state(episode: Episode) -> dict:
+    """An episode as tensors and numbers only (checkpoints load with ``torch.load(weights_only=True)``)."""
+    import torch
+
+    return {"seed": int(episode.seed), "success": bool(episode.success), "wall_seconds": float(episode.wall_seconds),
+            **{name: torch.from_numpy(np.ascontiguousarray(getattr(episode, name))) for name in _ARRAYS}}
+
+
+def episode_from_state(state: dict) -> Episode:
+    """The inverse of :func:`episode_state` (bit-exact arrays).
+
+    >>> e = Episode(3, np.ones((2, 2), np.float32), np.zeros((2, 16), np.float32), np.ones((2, 2), np.float32),
+    ...             np.array([0.1, 0.9], np.float32), True)
+    >>> back = episode_from_state(episode_state(e))
+    >>> back.seed, back.success, bool((back.coverage == e.coverage).all()), back.chunk_actions.shape
+    (3, True, True, (0, 0, 2))
+    """
+    return Episode(seed=int(state["seed"]), success=bool(state["success"]), wall_seconds=float(state["wall_seconds"]),
+                   **{name: state[name].numpy() for name in _ARRAYS})
+
+
 def task_id(seed: int) -> str:
     """The task id of an initial state: ``pusht-seed-<seed>``."""
     return f"pusht-seed-{seed}"

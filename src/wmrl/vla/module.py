@@ -27,6 +27,7 @@ start of fit (the paper's SFT stage), and a small learned progress model as the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 import warnings
@@ -120,11 +121,16 @@ class VLAGRPOModule(pl.LightningModule):
              f"{key}sft_steps is 0 and {key}policy.pretrained_path is null: the policy would start untrained; "
              "give a pretrained policy or SFT steps"),
             (torch_threads is None or torch_threads >= 1, f"{key}torch_threads must be >= 1 or null"),
+            (policy.type != "smolvla" or kl_coef == 0,
+             f"{key}kl_coef must be 0 for {key}policy.type smolvla (got {kl_coef}): a flow-matching policy has no "
+             "closed-form KL to its reference; its update is the advantage-weighted flow-matching loss"),
         ]
         problems += [message for ok, message in checks if not ok]
         if problems:
             raise ValueError("invalid VLAGRPOModule configuration:\n  - " + "\n  - ".join(problems))
-        self.save_hyperparameters(ignore=["simulator", "policy_instance"])
+        self.save_hyperparameters(ignore=["simulator", "policy_instance", "policy"])
+        # as a dict: checkpoints must load with torch.load(weights_only=True) (torch's default), no custom classes
+        self.hparams["policy"] = dataclasses.asdict(policy)
         self.automatic_optimization = False
         if simulator is None:
             from wmrl.vla.simulator import PushTSimulator
@@ -134,7 +140,8 @@ class VLAGRPOModule(pl.LightningModule):
         self.environments: dict[str, Any] = {"real": simulator}
         self.settings = policy
         self.policy: VLAPolicy | None = policy_instance  # else built in configure_model (imports LeRobot)
-        self._reference: list[VLAPolicy] = []  # a list: not a submodule, not in checkpoints
+        self._reference: list[VLAPolicy] = []  # a list: not a submodule (checkpointed by on_save_checkpoint)
+        self._reference_state: dict | None = None  # the SFT reference of a resumed run, until on_fit_start
         self._timings: dict[str, float] = {}
         self.eval_history: list[tuple[str, float]] = []
 
@@ -169,13 +176,29 @@ class VLAGRPOModule(pl.LightningModule):
         resumed = self.trainer.ckpt_path is not None  # the loops (global_step) are restored only after this hook
         if not resumed and self.hparams.sft_steps:
             self.behaviour_cloning([e for e in demonstrations if e.success])
-        self._reference = [copy.deepcopy(self.policy).eval().requires_grad_(False)]
+        reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        if self._reference_state is not None:  # resumed: the KL stays anchored to the first run's SFT policy
+            reference.load_state_dict(self._reference_state)
+            self._reference_state = None
+        self._reference = [reference]
         for name, env in self.environments.items():
             if hasattr(env, "fit_demonstrations"):
                 start = time.perf_counter()
                 loss = env.fit_demonstrations(demonstrations)
                 what = "loaded pretrained" if math.isnan(loss) else f"trained on {len(demonstrations)} demonstrations"
                 rank_zero_info(f"{name} ({type(env).__name__}) {what} in {time.perf_counter() - start:.1f} s")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """The KL reference (the policy after SFT) travels with the checkpoint, so a resumed run continues the
+        same objective instead of anchoring the KL to the resumed policy."""
+        if self._reference:
+            checkpoint["wmrl_vla_reference"] = self._reference[0].state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "wmrl_vla_reference" not in checkpoint:
+            raise KeyError("this checkpoint has no VLA KL reference ('wmrl_vla_reference'): it was not written by "
+                           "VLAGRPOModule; resume only from this module's checkpoints")
+        self._reference_state = checkpoint["wmrl_vla_reference"]
 
     def behaviour_cloning(self, demonstrations: list[Episode]) -> float:
         """The SFT stage: the policy's own loss on demonstration chunks (every step of every episode)."""
@@ -210,10 +233,10 @@ class VLAGRPOModule(pl.LightningModule):
                 loss.backward()
                 optimizer.step()
                 if step % 25 == 0 or step == hp.sft_steps - 1:
-                    progress.update(task, completed=step + 1, description=f"SFT loss {float(loss):.3f}")
+                    progress.update(task, completed=step + 1, description=f"SFT loss {float(loss.detach()):.3f}")
         for logger in self.loggers:
-            logger.log_metrics({"sft/loss": float(loss)}, step=0)
-        return float(loss)
+            logger.log_metrics({"sft/loss": float(loss.detach())}, step=0)
+        return float(loss.detach())
 
     # -- the method ------------------------------------------------------------------------------------
     def training_step(self, task_ids: list[str], batch_idx: int) -> None:
@@ -271,6 +294,10 @@ class VLAGRPOModule(pl.LightningModule):
         samples = [(batch.trajectories[i].episode, c, float(batch.advantages[i])) for i in rows
                    for c in range(len(batch.trajectories[i].episode.chunk_starts))]
         if not samples:
+            # an empty step still steps the optimizer (a no-op without gradients): global_step then counts
+            # rollout steps, which the exploration seed and the data order (and so an exact resume) rely on
+            optimizer.zero_grad(set_to_none=True)
+            optimizer.step()
             return {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, "train/skipped_step": 1.0}
         starts = [e.chunk_starts[c] for e, c, _ in samples]
         obs = observation_batch(torch.as_tensor(np.array([e.states[t] for (e, _, _), t in zip(samples, starts, strict=True)])),
@@ -280,11 +307,14 @@ class VLAGRPOModule(pl.LightningModule):
         advantage = torch.tensor([a for _, _, a in samples], dtype=torch.float32, device=self.device)
         self.policy.train()
         std = hp.exploration_std
-        mean = self.policy.mean_chunk(obs)[:, : chunk.shape[1]]  # executed actions only
-        nll = ((chunk - mean) ** 2).mean(dim=(1, 2)) / (2 * std**2)  # = VLAPolicy.per_sample_loss, mean reused
-        pg = (advantage * nll).mean()
         kl = torch.zeros((), device=self.device)
-        if hp.kl_coef > 0:
+        if not getattr(self.policy, "gaussian", True):  # SmolVLA: forward(batch, reduction="none"), no KL
+            pg = (advantage * self.policy.per_sample_loss(obs, chunk, std)).mean()
+        else:
+            mean = self.policy.mean_chunk(obs)[:, : chunk.shape[1]]  # executed actions only
+            nll = ((chunk - mean) ** 2).mean(dim=(1, 2)) / (2 * std**2)  # = VLAPolicy.per_sample_loss, mean reused
+            pg = (advantage * nll).mean()
+        if hp.kl_coef > 0 and getattr(self.policy, "gaussian", True):
             with torch.no_grad():
                 reference = self._reference[0].mean_chunk(obs)[:, : chunk.shape[1]]
             kl = ((mean - reference) ** 2).mean() / (2 * std**2)

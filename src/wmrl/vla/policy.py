@@ -1,4 +1,4 @@
-"""`VLAPolicy`: a LeRobot policy (ACT; SmolVLA second) behind the three calls the VLA GRPO module needs.
+"""`VLAPolicy`: a LeRobot policy (ACT or SmolVLA) behind the three calls the VLA GRPO module needs.
 
 * ``mean_chunk(obs)``: the policy's action chunk ``[B, H, 2]`` in the normalised action space.
 * ``per_sample_loss(obs, chunk, std)``: ``[B]``, the negative log-likelihood of the executed prefix ``chunk``
@@ -7,14 +7,21 @@
   ``mean((chunk - mean)^2) / (2 std^2)``. Weighting it by the GRPO advantage is exactly the policy gradient of
   that Gaussian policy (one update per rollout batch, so the PPO ratio is 1 and clipping never binds).
   ACT's own ``forward`` returns a batch-mean L1 (and a VAE KL) with no per-sample reduction, so for ACT this
-  per-sample loss is computed here from ``policy.model(batch)``. Policies whose ``forward`` supports
-  ``reduction="none"`` (SmolVLA, pi0) use that per-sample loss instead (an advantage-weighted surrogate, not
-  a likelihood).
+  per-sample loss is computed here from ``policy.model(batch)``. SmolVLA (a flow-matching policy, no
+  likelihood) uses its own per-sample loss instead: ``SmolVLAPolicy.forward(batch, reduction="none")`` on the
+  executed prefix (the rest of the chunk marked ``action_is_pad``), an advantage-weighted flow-matching surrogate
+  (as in advantage-weighted regression), so ``gaussian`` is ``False`` and the module uses that loss and no KL.
 * ``bc_loss(obs, chunk, is_pad)``: the policy's own supervised loss (ACT: L1 via ``ACTPolicy.forward``) for
   the behaviour-cloning (SFT) stage on the demonstrations.
 
 Observations and actions are PushT pixels normalised by ``x / 256 - 1`` (fixed: no dataset statistics; LeRobot
 0.6 moved normalisation into processors, which this wrapper replaces with that one affine map).
+
+SmolVLA's inputs, built here from the state observation: ``observation.state`` ``[B, 18]`` (agent position and
+block keypoints), ``observation.image`` ``[B, 3, S, S]`` (:func:`rasterise`: the agent and the block keypoints
+drawn as blobs, a camera-free image of the same state; the simulator's 96 x 96 render would need an extra render
+per step) and the tokenised PushT instruction (``observation.language.*``, SmolVLM's tokenizer from
+``vlm_model_name``).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from wmrl.vla.requirements import require_lerobot
+from wmrl.vla.requirements import MissingVLADependency, require_lerobot
 from wmrl.vla.reward_model import SCALE, normalise
 
 PolicyType = Literal["act", "smolvla"]
@@ -43,7 +50,12 @@ class PolicySettings:
         dim_model / n_heads / dim_feedforward / n_encoder_layers / n_decoder_layers: ACT's transformer size.
         pretrained_path: a local LeRobot policy directory (``save_pretrained`` output) to start from; its
             config wins over the size fields. ``null``: a fresh policy (then the SFT stage trains it).
-        vlm_model_name: SmolVLA only: a local SmolVLM directory (never a hub id).
+        vlm_model_name: SmolVLA only: a local SmolVLM directory whose weights are loaded (e.g. a downloaded
+            ``SmolVLM2-500M-Video-Instruct``; never a hub id). ``null``: a tiny SmolVLM generated in-process
+            (:mod:`wmrl.vla.smolvlm`, random weights) whose text model takes ``dim_model`` (width), ``n_heads``,
+            ``dim_feedforward`` and ``n_encoder_layers`` (layers); the CPU configuration.
+        image_size: SmolVLA only: side of the rasterised observation image (a multiple of 16).
+        num_steps: SmolVLA only: flow-matching denoising steps per action chunk.
     """
 
     type: PolicyType = "act"
@@ -56,6 +68,8 @@ class PolicySettings:
     n_decoder_layers: int = 1
     pretrained_path: str | None = None
     vlm_model_name: str | None = None
+    image_size: int = 32
+    num_steps: int = 4
 
     def problems(self, key: str) -> list[str]:
         out = []
@@ -63,6 +77,14 @@ class PolicySettings:
             out.append(f"{key}.type must be act or smolvla (got {self.type!r})")
         if self.chunk_size < 1 or not 1 <= self.n_action_steps <= self.chunk_size:
             out.append(f"{key}.n_action_steps must be in [1, chunk_size={self.chunk_size}] (got {self.n_action_steps})")
+        if self.type == "smolvla":
+            if self.image_size < 16 or self.image_size % 16:
+                out.append(f"{key}.image_size must be a positive multiple of 16 for SmolVLA (got {self.image_size})")
+            if self.num_steps < 1:
+                out.append(f"{key}.num_steps must be >= 1 (got {self.num_steps})")
+            if self.pretrained_path is None and self.vlm_model_name is None and self.dim_model % self.n_heads:
+                out.append(f"{key}.n_heads must divide dim_model for the tiny SmolVLM (got {self.n_heads}, "
+                           f"{self.dim_model})")
         return out
 
     def missing_paths(self, key: str) -> list[str]:
@@ -97,34 +119,69 @@ class VLAPolicy(nn.Module):
         if missing:
             raise FileNotFoundError("\n".join(missing))
         self.settings = settings
-        if settings.type != "act":
-            raise NotImplementedError(
-                "model.init_args.policy.type: smolvla is not wired into the VLA GRPO module yet (docs/vla.md, "
-                "'What is not done'); use act"
-            )
-        from lerobot.policies.act.modeling_act import ACTPolicy
-
-        if settings.pretrained_path is not None:
-            self.policy = ACTPolicy.from_pretrained(settings.pretrained_path)
+        self.gaussian = settings.type == "act"  # ACT: a Gaussian policy around its chunk; SmolVLA: flow matching
+        if settings.type == "smolvla":
+            self.policy = smolvla_policy(settings)
+            self._tokens: dict[str, torch.Tensor] = language_tokens(self.policy)
         else:
-            self.policy = ACTPolicy(act_config(settings))
+            from lerobot.policies.act.modeling_act import ACTPolicy
+
+            if settings.pretrained_path is not None:
+                self.policy = ACTPolicy.from_pretrained(settings.pretrained_path)
+            else:
+                self.policy = ACTPolicy(act_config(settings))
         self.chunk_size = self.policy.config.chunk_size
         self.n_action_steps = self.policy.config.n_action_steps
 
+    def smolvla_batch(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """SmolVLA's observation batch from the state observation (see the module docstring)."""
+        state, env_state = obs["observation.state"], obs["observation.environment_state"]
+        count = len(state)
+        return {
+            "observation.state": torch.cat([state, env_state], dim=1),
+            "observation.image": rasterise(state, env_state, self.settings.image_size),
+            "observation.language.tokens": self._tokens["input_ids"].to(state.device).expand(count, -1),
+            "observation.language.attention_mask": self._tokens["attention_mask"].to(state.device).expand(count, -1),
+        }
+
     def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """``[B, H, 2]`` the policy's action chunk (normalised); differentiable."""
+        """``[B, H, 2]`` the policy's action chunk (normalised); differentiable for ACT. SmolVLA: a chunk sampled
+        by its flow (from torch's global generator), not differentiated."""
+        if not self.gaussian:
+            with torch.no_grad():
+                return self.policy.predict_action_chunk(self.smolvla_batch(obs))
         actions, _ = self.policy.model(dict(obs))
         return actions
 
     def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor:
-        """``[B]`` Gaussian NLL per action dimension of the executed normalised ``chunk`` (computed here: ACT's
-        ``forward`` has no per-sample reduction)."""
+        """``[B]`` ACT: the Gaussian NLL per action dimension of the executed normalised ``chunk`` (computed here:
+        ACT's ``forward`` has no per-sample reduction). SmolVLA: its flow-matching loss on the executed prefix,
+        ``forward(batch, reduction="none")`` (``std`` unused)."""
+        if not self.gaussian:
+            return self.flow_loss(obs, chunk, reduction="none")
         mean = self.mean_chunk(obs)[:, : chunk.shape[1]]  # the executed prefix of the chunk
         return ((chunk - mean) ** 2).mean(dim=(1, 2)) / (2 * std**2)
 
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
-        """The policy's own supervised loss on demonstration chunks (ACT: masked L1)."""
+        """The policy's own supervised loss on demonstration chunks (ACT: masked L1; SmolVLA: flow matching)."""
+        if not self.gaussian:
+            return self.flow_loss(obs, chunk, is_pad=is_pad)
         loss, _ = self.policy.forward({**obs, "action": chunk, "action_is_pad": is_pad})
+        return loss
+
+    def flow_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor | None = None,
+                  reduction: str = "mean") -> torch.Tensor:
+        """SmolVLA's loss on ``chunk`` ``[B, K <= H, 2]``, padded to ``H`` with the positions past ``K`` masked."""
+        count, executed = chunk.shape[:2]
+        if executed < self.chunk_size:
+            pad = torch.ones(count, self.chunk_size, dtype=torch.bool, device=chunk.device)
+            pad[:, :executed] = False if is_pad is None else is_pad
+            chunk = torch.cat([chunk, chunk[:, -1:].expand(count, self.chunk_size - executed, -1)], dim=1)
+            is_pad = pad
+        batch = {**self.smolvla_batch(obs), "action": chunk}
+        if is_pad is not None:
+            batch["action_is_pad"] = is_pad
+        loss, _ = self.policy.forward(batch, reduction=reduction)
         return loss
 
     def save_pretrained(self, path: str | Path) -> None:
@@ -156,3 +213,105 @@ def act_config(settings: PolicySettings):
         pretrained_backbone_weights=None,
         device="cpu",
     )
+
+
+def rasterise(state: torch.Tensor, env_state: torch.Tensor, size: int) -> torch.Tensor:
+    """``[B, 3, size, size]`` in [0, 1]: the agent (red) and the block's 8 keypoints (green) as Gaussian blobs,
+    from normalised ``state`` ``[B, 2]`` and ``env_state`` ``[B, 16]`` (coordinates in [-1, 1]).
+
+    >>> image = rasterise(torch.zeros(1, 2), torch.zeros(1, 16), 16)
+    >>> tuple(image.shape), round(float(image[0, 0, 8, 8]), 2), float(image[0, 2].max())
+    ((1, 3, 16, 16), 0.89, 0.0)
+    """
+    grid = (torch.arange(size, dtype=state.dtype, device=state.device) + 0.5) / size * 2 - 1  # pixel centres
+    sigma = 2.0 / size * 1.5
+
+    def blobs(points: torch.Tensor) -> torch.Tensor:  # [B, P, 2] -> [B, size, size]
+        dx = (grid[None, None, None, :] - points[..., 0, None, None]) ** 2  # [B, P, 1, size]
+        dy = (grid[None, None, :, None] - points[..., 1, None, None]) ** 2  # [B, P, size, 1]
+        return torch.exp(-(dx + dy) / (2 * sigma**2)).amax(dim=1)
+
+    agent = blobs(state[:, None, :])
+    block = blobs(env_state.view(len(env_state), 8, 2))
+    return torch.stack([agent, block, torch.zeros_like(agent)], dim=1)
+
+
+def smolvla_policy(settings: PolicySettings):
+    """A LeRobot SmolVLA: from ``pretrained_path``, or fresh on ``vlm_model_name`` (loaded weights) or on a tiny
+    SmolVLM generated in-process (``vlm_model_name: null``)."""
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    if settings.pretrained_path is not None:
+        return SmolVLAPolicy.from_pretrained(settings.pretrained_path)
+    return SmolVLAPolicy(smolvla_config(settings))
+
+
+def smolvla_config(settings: PolicySettings):
+    """SmolVLA for state-derived PushT observations (see the module docstring); identity normalisation."""
+    try:
+        import transformers  # noqa: F401
+        from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+    except ImportError as error:
+        raise MissingVLADependency(
+            f"model.init_args.policy.type: smolvla needs LeRobot's smolvla extra (transformers): {error}. Fix: "
+            ".venv312/bin/pip install -c constraints-vla.txt 'lerobot[pusht,smolvla]==0.6.1' (docs/vla.md)"
+        ) from error
+    from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
+
+    if settings.vlm_model_name is None:
+        vlm = tiny_smolvlm_dir(settings)
+        load_weights, layers = False, settings.n_encoder_layers
+    else:
+        vlm, load_weights, layers = settings.vlm_model_name, True, -1  # all layers of the given backbone
+    size = settings.image_size
+    return SmolVLAConfig(
+        input_features={
+            "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(18,)),
+            "observation.image": PolicyFeature(type=FeatureType.VISUAL, shape=(3, size, size)),
+        },
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(2,))},
+        normalization_mapping={"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.IDENTITY,
+                               "ACTION": NormalizationMode.IDENTITY},
+        chunk_size=settings.chunk_size,
+        n_action_steps=settings.n_action_steps,
+        vlm_model_name=str(vlm),
+        load_vlm_weights=load_weights,
+        num_vlm_layers=layers,
+        resize_imgs_with_padding=(size, size),
+        tokenizer_max_length=48,
+        num_steps=settings.num_steps,
+        device="cpu",
+    )
+
+
+_TINY_DIRS: dict[tuple, Path] = {}
+
+
+def tiny_smolvlm_dir(settings: PolicySettings) -> Path:
+    """A tiny SmolVLM directory for these settings, written once per process to a temporary directory."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from wmrl.vla.smolvlm import write_tiny_smolvlm
+
+    key = (settings.dim_model, settings.dim_feedforward, settings.n_encoder_layers, settings.n_heads,
+           settings.image_size)
+    if key not in _TINY_DIRS:
+        path = Path(tempfile.mkdtemp(prefix="wmrl_tiny_smolvlm_"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _TINY_DIRS[key] = write_tiny_smolvlm(path, hidden_size=settings.dim_model,
+                                             intermediate_size=settings.dim_feedforward,
+                                             num_layers=settings.n_encoder_layers, num_heads=settings.n_heads,
+                                             image_size=settings.image_size)
+    return _TINY_DIRS[key]
+
+
+def language_tokens(policy) -> dict[str, torch.Tensor]:
+    """The PushT instruction tokenised by the policy's SmolVLM tokenizer (a newline appended, as LeRobot does)."""
+    from wmrl.vla.episode import PUSHT_TASK
+
+    tokenizer = policy.model.vlm_with_expert.processor.tokenizer
+    tokens = tokenizer(PUSHT_TASK + "\n", return_tensors="pt", truncation=True,
+                       max_length=policy.config.tokenizer_max_length)
+    return {"input_ids": tokens["input_ids"], "attention_mask": tokens["attention_mask"].bool()}

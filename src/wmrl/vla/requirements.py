@@ -13,7 +13,7 @@ import sys
 LEROBOT_VERSION = "0.6.1"
 INSTALL_HINT = (
     "create a Python 3.12 environment and install wmrl's VLA path into it: `python3.12 -m venv .venv312 && "
-    ".venv312/bin/pip install -c constraints-vla.txt 'lerobot[pusht]==0.6.1' lightning==2.6.6 "
+    ".venv312/bin/pip install -c constraints-vla.txt 'lerobot[pusht,smolvla]==0.6.1' lightning==2.6.6 "
     "'jsonargparse[signatures]==4.53.0' omegaconf==2.4.0 torchmetrics==1.9.0 scikit-learn==1.9.1 rich tensorboard "
     "&& .venv312/bin/pip install --no-deps -e .` (what .ci/run does; docs/vla.md). `pip install 'wmrl[lerobot]'` "
     "installs LeRobot only on Python >= 3.12, and LeRobot 0.6.1 needs torch < 2.12 while wmrl's core pins 2.13"

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from wmrl.types import Outcome, Source, Status
-from wmrl.vla.episode import Episode
+from wmrl.vla.episode import Episode, episode_from_state, episode_state
 from wmrl.vla.reward_model import ProgressRewardModel, episode_samples, frame_indices, shaped_reward
 
 log = logging.getLogger(__name__)
@@ -110,15 +110,20 @@ class ProgressWorldModel:
         self.pretrained = True
 
     def state_dict(self) -> dict:
-        """The reward model, its optimizer and the refresh counters (``WorldModelReward`` checkpoints them; the
-        anchor episodes themselves are in the anchors' LeRobotDataset, not in checkpoints)."""
+        """Everything a resumed run needs to continue exactly: the reward model, its optimizer, the minibatch
+        generator, the refresh counters and the anchor buffer (the anchor episodes it refreshes on, as tensors;
+        the demonstrations are re-read from their LeRobotDataset at fit start)."""
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "new_anchors": self.new_anchors, "refreshes": self.refreshes, "pretrained": self.pretrained}
+                "generator": self.generator.get_state(), "new_anchors": self.new_anchors,
+                "refreshes": self.refreshes, "pretrained": self.pretrained,
+                "anchors": [episode_state(e) for e in self.anchors]}
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
         self.new_anchors, self.refreshes = int(state["new_anchors"]), int(state["refreshes"])
+        self.anchors = [episode_from_state(s) for s in state["anchors"]]
         self.pretrained = True  # trained weights: a resumed run never retrains from scratch
 
     # -- training --------------------------------------------------------------------------------------

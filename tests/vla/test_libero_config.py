@@ -1,0 +1,35 @@
+"""configs/vla/libero_gpu.yaml: instantiates without LIBERO, and its first use names the missing package."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lerobot
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libero") is not None,
+                    reason="LIBERO (hf-libero) is installed here: the missing-package error cannot occur")
+def test_libero_config_fails_with_an_error_naming_the_missing_package(tmp_path, monkeypatch):
+    from wmrl.cli import lightning_cli
+    from wmrl.vla.libero import LiberoSimulator
+    from wmrl.vla.requirements import MissingVLADependency
+
+    monkeypatch.chdir(tmp_path)
+    cli = lightning_cli(["-c", str(ROOT / "configs/vla/libero_gpu.yaml"), "--trainer.accelerator=cpu",
+                         f"--trainer.default_root_dir={tmp_path}"], run=False)
+    assert isinstance(cli.model.simulator, LiberoSimulator) and cli.model.simulator.suite == "libero_10"
+    assert cli.model.settings.type == "smolvla"
+    with pytest.raises(MissingVLADependency, match=r"hf-libero.*lerobot\[libero\]==0.6.1"):
+        cli.datamodule.prepare_data()  # the first thing a fit does: record demonstrations in the simulator
+    assert not (tmp_path / "demos" / "meta" / "info.json").exists()
+
+
+def test_libero_simulator_configuration_errors_name_the_key():
+    from wmrl.vla.libero import LiberoSimulator
+
+    with pytest.raises(ValueError, match=r"model.init_args.simulator.init_args.suite must be one of .*libero_10"):
+        LiberoSimulator(suite="libero_long")
