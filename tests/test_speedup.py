@@ -98,16 +98,16 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     good = {t: list(rng.uniform(0.4, 1.0, 8)) for t in ("a", "b", "c")}
     poor = {t: list(rng.uniform(0.0, 0.3, 8)) for t in ("a", "b", "c")}
     out = tmp_path / "cpu-quick"
-    # real: G = 60 + 40, E = 200 per step; WMRL: 3 of the preset's 4 x 3 rollouts executed, W = 5
+    # real: G = 60 + 40, E = 200 per step; WMRL: 2 of the preset's 4 x 2 rollouts executed, W = 5
     fake_run(out, "real_grpo", 300, {"time/generate": 60, "time/update": 40, "time/env": 200}, 16, poor)
     fake_run(out, "wmrl", 155, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5},
-             3, good)
+             2, good)
     for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
         fake_run(out, arm, 150, {"time/generate": 60, "time/update": 40, "time/env": 45, "time/world_model": 5},
                  4, {t: [0.0] * 8 for t in poor} if arm == "pure_world_model" else poor)
 
     real, wmrl = speedup.read_arm(out / "runs" / "real_grpo", "real_grpo"), speedup.read_arm(out / "runs" / "wmrl", "wmrl")
-    limit = speedup.speedup_limit(real, wmrl, rollouts_per_step=12)
+    limit = speedup.speedup_limit(real, wmrl, rollouts_per_step=8)
     assert (limit.generate_update_s, limit.execute_s, limit.world_model_s, limit.anchor_share) == (100, 200, 5, 0.25)
     assert limit.bound == pytest.approx(300 / 155) and limit.achieved == pytest.approx(600 / 310)
     assert limit.fraction == pytest.approx(1.0)
