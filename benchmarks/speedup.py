@@ -19,15 +19,16 @@ It writes ``RESULTS.md`` (machine, commands, tables) and figures into ``--result
 ``benchmarks/RESULTS.md`` and ``benchmarks/results/*.png``), and ``wmrl report`` pages for the full-WMRL and the
 real-execution runs.
 
-    python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 75 minutes
+    python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 95 minutes
     python benchmarks/speedup.py --preset gpu --model /models/Qwen3.5-4B   # paper scale (vLLM, one GPU or more)
     python benchmarks/speedup.py --preset cpu-quick --reuse       # finished arms are read, not rerun
 
-Presets. ``cpu-quick``: SmolLM2-135M with LoRA, the *heavy execution tier* (DESIGN.md section 7): the two heavy
-multiclass training tasks with the ``heavy_boosting`` starter, whose typical solution is a 1000-round
-gradient-boosting run costing 45-80 s of one core (policy-written variants 10-60 s), so that execution weighs what it does in AutoResearch work;
-the learned world model (``LearnedWorldModel``, learning from this run's anchors only: no warm start, so no
-execution is free), execution cache off. ``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
+Presets. ``cpu-quick``: SmolLM2-135M with LoRA, 2 steps of 4 groups x 2 rollouts, the *heavy execution tier*
+(DESIGN.md section 7): the two heavy multiclass training tasks with the ``heavy_boosting`` starter (a 1000-round
+gradient-boosting run instead of the linear model; policy-written variants ran 5-65 s each, two at a time), so
+that execution weighs what it does in AutoResearch work; the learned world model (``LearnedWorldModel``, learning
+from this run's anchors only: no warm start, so no execution is free), execution cache off, 3 held-out samples per
+task. ``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
 ablation overlays (vLLM for rollouts and the world model; the LLM world model in ``generate`` mode), the train
 split, the paper's step budget unless ``--steps`` says otherwise.
 
@@ -109,7 +110,7 @@ PRESETS = {
         eval_tasks=["penguin_species", "hmda_mortgage_denial", "nmes_doctor_visits"],
         starter="heavy_boosting",
         world_model=LEARNED_WORLD_MODEL,
-        note="2 CPU cores, about 75 minutes for the six arms",
+        note="2 CPU cores, about 16 minutes an arm",
     ),
     "gpu": Preset(
         base="configs/autoresearch/paper_4b_vllm.yaml",
@@ -203,6 +204,12 @@ class ArmResult:
     def part_s(self, column: str) -> float:
         return float(self.steps[column].fillna(0).sum()) if column in self.steps else 0.0
 
+    def last(self, column: str) -> float | None:
+        """The column's value at the last step it was logged (``None``: never logged)."""
+        if column not in self.steps or self.steps[column].dropna().empty:
+            return None
+        return float(self.steps[column].dropna().iloc[-1])
+
     @property
     def executions(self) -> int:
         return int(self.steps["anchor/executions"].fillna(0).sum()) if "anchor/executions" in self.steps else 0
@@ -215,10 +222,11 @@ def read_arm(run_dir: Path, arm: str) -> ArmResult:
     frame = pd.read_csv(find_metrics(run_dir))
     steps = frame.dropna(subset=["time/step"]).groupby("step").last().sort_index()
     evals = [json.loads(line) for line in (run_dir / "heldout.jsonl").read_text().splitlines() if line.strip()]
-    final = [e for e in evals if e["step"] == int(steps.index.max()) and e["split"] == "heldout"]
+    # the evaluation after training (the CSV's step column counts from 0, the evaluation's global step from 1)
+    final = [e for e in evals if e["step"] > 0 and e["split"] == "heldout"]
     if not final:
-        raise ValueError(f"{run_dir / 'heldout.jsonl'} has no held-out evaluation after the last step "
-                         f"({int(steps.index.max())}): did validation run at the end of training?")
+        raise ValueError(f"{run_dir / 'heldout.jsonl'} has no held-out evaluation after training: did validation "
+                         "run at the end of training?")
     start = [e for e in evals if e["step"] == 0]
 
     def samples(evaluation: dict) -> dict[str, list[float]]:
@@ -411,6 +419,16 @@ def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmRes
               "spent waiting for real executions (concurrent runs overlap), *execution s* the executions' own "
               "seconds; *process* includes model loading and held-out evaluation; *load* is the mean (max) of the "
               "1-minute load average sampled every 15 s while the arm ran (2 = both cores busy).", ""]
+    lines += ["What the world model and the corrections had to work with at the end of each arm (a "
+              "correction acts only once it has its minimum of anchor pairs or observations):", "",
+              "| arm | world-model examples | calibration pairs | map refits | denoising weight (last step) |",
+              "|---|---|---|---|---|"]
+    for a in ARMS:
+        if a in results and a != "real_grpo":
+            r = results[a]
+            cells = [r.last(c) for c in ("world_model/examples", "debias/pairs", "debias/refits", "denoise/weight")]
+            lines.append(f"| {LABELS[a]} | " + " | ".join("-" if v is None else f"{v:g}" for v in cells) + " |")
+    lines.append("")
     start = next((r.start_positions for r in results.values() if r.start_positions), None)
     if start:
         mean, low, high = bootstrap_mean(start)

@@ -100,8 +100,8 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     out = tmp_path / "cpu-quick"
     # real: G = 60 + 40, E = 200 per step; WMRL: 2 of the preset's 4 x 2 rollouts executed, W = 5
     fake_run(out, "real_grpo", 300, {"time/generate": 60, "time/update": 40, "time/env": 200}, 16, poor)
-    fake_run(out, "wmrl", 155, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5},
-             2, good)
+    fake_run(out, "wmrl", 155, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5,
+                                "debias/pairs": 8.0}, 2, good)
     for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
         fake_run(out, arm, 150, {"time/generate": 60, "time/update": 40, "time/env": 45, "time/world_model": 5},
                  4, {t: [0.0] * 8 for t in poor} if arm == "pure_world_model" else poor)
@@ -124,6 +124,7 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
     assert rows["Pure world model"].endswith("| no |") and rows["Uncorrected mixture"].endswith("| yes |")
     assert "| Full WMRL | +" in text and "| 0.1 (max 0.2) |" in text
+    assert "| Full WMRL | - | 8 | - | - |" in text  # what the corrections had: pairs logged, the rest never
     assert "Held-out mean position of the starting policy: 0.300 [0.300, 0.300]" in text
     for name in ("speedup_time.png", "speedup_heldout.png", "speedup_reward.png"):
         assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
@@ -147,5 +148,5 @@ def test_an_arm_without_a_final_evaluation_is_refused(tmp_path):
     run = fake_run(tmp_path, "wmrl", 100, {"time/generate": 1.0}, 1, {"a": [0.5]})
     lines = (run / "heldout.jsonl").read_text().splitlines()
     (run / "heldout.jsonl").write_text(lines[0] + "\n")
-    with pytest.raises(ValueError, match="no held-out evaluation after the last step"):
+    with pytest.raises(ValueError, match="no held-out evaluation after training"):
         speedup.read_arm(run, "wmrl")
