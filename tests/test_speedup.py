@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_configs import ABLATIONS  # which WMRL callbacks each ablation arm turns on
 
 from wmrl.cli import lightning_cli
 
@@ -21,14 +22,6 @@ speedup = importlib.util.module_from_spec(spec)
 sys.modules["speedup"] = speedup
 spec.loader.exec_module(speedup)
 
-CALLBACKS = {
-    "real_grpo": [],
-    "pure_world_model": ["AnchorRouting", "WorldModelReward"],
-    "uncorrected": ["AnchorRouting", "WorldModelReward"],
-    "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
-    "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
-    "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
-}
 
 
 @pytest.mark.parametrize("arm", speedup.ARMS)
@@ -41,7 +34,7 @@ def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path
     config = tmp_path / f"{arm}.yaml"
     config.write_text(yaml.safe_dump(speedup.arm_config(preset, arm, tmp_path / "run", eval_at_start=False)))
     cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config)], run=False)
-    assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == CALLBACKS[arm]
+    assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == ABLATIONS[arm]
     for c in cli.trainer.callbacks:
         if isinstance(c, WorldModelReward):  # learns from this run's anchors only: no execution comes free
             assert isinstance(c.world_model, LearnedWorldModel) and not c.world_model.execution_log
