@@ -132,11 +132,8 @@ class SandboxEnvironment:
 
     def starter(self, task_id: str) -> str:
         """The task's starter solution: the one named by ``starter_solution``."""
-        task = self.suite.get(task_id)
-        if self.starter_solution == "linear_baseline":
-            return task.starter
         try:
-            return task.starter_solution(self.starter_solution)
+            return self.suite.get(task_id).starter_solution(self.starter_solution)
         except (KeyError, ValueError) as err:
             raise ValueError(f"model.init_args.environment.init_args.starter_solution: {err.args[0]}") from None
 
