@@ -129,3 +129,21 @@ def test_bad_arguments_name_the_key():
 def test_changed_part_keeps_what_the_policy_wrote():
     assert changed_part("a\nb\nc\n", "a\nb\nd\n") == "c\n"
     assert changed_part("a\n", "a\n").startswith("#")  # an unchanged starter is still a text to embed
+
+
+def test_the_callback_compares_scripts_with_the_starter_the_agent_is_shown(tiny_suite, tmp_path):
+    """With ``starter_solution: heavy_boosting`` the agent continues the heavy starter: that script, unchanged,
+    must embed as unchanged, not as a diff against the linear baseline."""
+    from types import SimpleNamespace
+
+    from wmrl.callbacks import WorldModelReward
+    from wmrl.environments.real import SandboxEnvironment
+
+    shown = SandboxEnvironment(suite=tiny_suite, log_path=tmp_path / "log.jsonl", starter_solution="heavy_boosting")
+    heavy, baseline = shown.starter("tiny_iris"), tiny_suite.get("tiny_iris").starter
+    wm = LearnedWorldModel(suite=tiny_suite)
+    unchanged = wm.embed(["tiny_iris"], [baseline])
+    assert not torch.equal(wm.embed(["tiny_iris"], [heavy]), unchanged)
+    WorldModelReward(wm).setup(None, SimpleNamespace(environments={"real": shown}, add_environment=lambda *a: None), "fit")
+    assert torch.equal(wm.embed(["tiny_iris"], [heavy]), unchanged)
+    assert torch.equal(wm.untrained_copy().embed(["tiny_iris"], [heavy]), unchanged)

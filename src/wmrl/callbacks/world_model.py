@@ -71,6 +71,9 @@ class WorldModelReward(RLCallback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if hasattr(self.world_model, "bind"):
             self.world_model.bind(pl_module.policy, pl_module.tokenizer)
+        real = getattr(pl_module, "environments", {}).get("real")
+        if hasattr(self.world_model, "compare_with") and callable(getattr(real, "starter", None)):
+            self.world_model.compare_with(real.starter)  # the starter the agent is shown, not always the baseline
         pl_module.add_environment("world_model", self.world_model)
 
     def on_rollout_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:

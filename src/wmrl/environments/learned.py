@@ -132,7 +132,8 @@ class LearnedWorldModel:
             at most this many (their mean embedding).
         batch_size: windows per encoder forward pass.
         suite: the task suite whose starter solutions the scripts are compared with (default: the shipped
-            catalogue).
+            catalogue). Each task's linear baseline is the starter until :meth:`compare_with` names the one
+            the agent is shown (``WorldModelReward`` does, from the real environment's ``starter``).
     """
 
     source = Source.WORLD_MODEL
@@ -161,6 +162,7 @@ class LearnedWorldModel:
         self.min_examples, self.refit_every, self.capacity = min_examples, refit_every, capacity
         self.C, self.max_chunks, self.batch_size = C, max_chunks, batch_size
         self._suite = suite
+        self._starter_of: Callable[[str], str] | None = None
         self.encoder: Any = None
         self.tokenizer: Any = None
         self.examples: torch.Tensor | None = None  # [n, dim + 2] float64: embedding, label index, real reward
@@ -221,8 +223,13 @@ class LearnedWorldModel:
             self._suite = TaskSuite()
         return self._suite
 
+    def compare_with(self, starter: Callable[[str], str]) -> None:
+        """Compare scripts with ``starter(task_id)``, the starter the agent is shown (e.g. ``heavy_boosting``'s
+        script, see :class:`~wmrl.environments.real.SandboxEnvironment`), so only what the policy wrote is embedded."""
+        self._starter_of = starter
+
     def _starter(self, task_id: str) -> str:
-        return self.suite.get(task_id).starter
+        return self._starter_of(task_id) if self._starter_of is not None else self.suite.get(task_id).starter
 
     def embed(self, task_ids: Sequence[str], scripts: Sequence[str]) -> torch.Tensor:
         """Unit-norm embedding ``[n, dim]`` of each script's changed part (mean over its token windows)."""
@@ -268,6 +275,7 @@ class LearnedWorldModel:
                                  self.capacity, self.C, self.max_chunks, self.batch_size, self._suite)
         self._ensure_ready()
         copy.encoder, copy.tokenizer, copy._embeddings, copy._warm = self.encoder, self.tokenizer, self._embeddings, True
+        copy._starter_of = self._starter_of
         return copy
 
     # -- learning --------------------------------------------------------------------------------------
