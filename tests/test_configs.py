@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lightning.pytorch.loggers import CSVLogger
 
 from wmrl.cli import lightning_cli
 
@@ -77,6 +78,10 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
     assert cli.model.hparams.group_size == cli.datamodule.group_size  # linked, not repeated
     assert cli.datamodule.train_tasks and cli.datamodule.eval_task_ids
     assert cli.trainer.max_steps > 0
+    for logger in cli.trainer.loggers:  # every finished step's metrics are on disk: a killed run keeps them
+        if isinstance(logger, CSVLogger):
+            logger.log_metrics({"probe": 1.0}, step=0)
+            assert "probe" in Path(logger.experiment.metrics_file_path).read_text()
     if name == "benchmarks/no_execution_cache.yaml":
         assert cli.model.environments["real"].log.use_cache is False
     expected = expected_callbacks(name)
