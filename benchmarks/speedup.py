@@ -17,7 +17,8 @@ reads what each run logged:
 
 It writes ``RESULTS.md`` (machine, commands, tables) and figures into ``--results`` (default ``benchmarks/``:
 ``benchmarks/RESULTS.md`` and ``benchmarks/results/*.png``), and ``wmrl report`` pages for the full-WMRL and the
-real-execution runs.
+real-execution runs. A section headed ``## Reading (by hand, <date>)`` at the end of RESULTS.md is kept when the
+tables are regenerated.
 
     python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 95 minutes
     python benchmarks/speedup.py --preset gpu --model /models/Qwen3.5-4B   # paper scale (vLLM, one GPU or more)
@@ -471,6 +472,16 @@ def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmRes
     return "\n".join(lines)
 
 
+BY_HAND = "## Reading (by hand"  # the heading of a section a person wrote under the tables
+
+
+def kept_by_hand(previous: str) -> str:
+    """The hand-written reading of an earlier RESULTS.md (from its ``## Reading (by hand`` heading on), which a
+    regeneration keeps: its heading carries the date it was written, so the reader can tell it from the tables."""
+    at = previous.find("\n" + BY_HAND)
+    return "" if at < 0 else "\n" + previous[at + 1 :].rstrip("\n") + "\n"
+
+
 def _execution_needed(limit: Limit, target: float) -> float:
     """E per step for which the bound reaches ``target`` at the measured G, W and a."""
     g, w, a = limit.generate_update_s, limit.world_model_s, limit.anchor_share
@@ -519,7 +530,9 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/speedup.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = results_markdown(args.preset, preset, results, limit, command, names,
                             os.path.relpath(figure_dir, args.results))
-    (args.results / "RESULTS.md").write_text(text)
+    target = args.results / "RESULTS.md"
+    text += kept_by_hand(target.read_text() if target.is_file() else "")
+    target.write_text(text)
     from wmrl.report import write_report
 
     for arm in ("wmrl", "real_grpo"):

@@ -123,6 +123,12 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
         assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
     assert (out / "runs" / "wmrl" / "report" / "index.html").is_file()
 
+    reading = "## Reading (by hand, 2026-11-30)\n\n- The corrections never engaged.\n"
+    (results / "RESULTS.md").write_text(text + reading)
+    speedup.main(["--preset", "cpu-quick", "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    again = (results / "RESULTS.md").read_text()
+    assert again.endswith(reading) and again.count("## The limit") == again.count(reading.split("\n")[0]) == 1
+
 
 def test_bootstrap_intervals_narrow_with_samples_and_separate_different_arms():
     rng = np.random.default_rng(1)
