@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -159,6 +160,21 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
     return overlay
 
 
+def cpu_probe(size: int = 768, repeats: int = 20) -> float:
+    """Seconds for a fixed float32 matrix-product workload (best of 3): the machine's speed around an arm.
+
+    A shared or virtual machine's speed drifts between hours (measured here: the same rollouts took 20% less
+    generation and update time in a later session), which a ratio of two arms cannot tell from the method."""
+    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ a
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool) -> dict:
     """Write the arm's config, run ``wmrl fit`` on it (log in the run dir) and time the process."""
     run_dir = out / "runs" / arm
@@ -168,7 +184,7 @@ def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool) -> dict:
     command = [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / preset.base), "-c", str(config)]
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"[speedup] {arm}: {' '.join(command)}", flush=True)
-    load_before = os.getloadavg()[0]
+    load_before, probe_before = os.getloadavg()[0], cpu_probe()
     started = time.perf_counter()
     loads = []
     with (run_dir / "fit.log").open("w") as log:
@@ -182,7 +198,7 @@ def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"arm {arm!r} failed (exit {done.returncode}); its log: {run_dir / 'fit.log'}")
     meta = {"arm": arm, "process_wall_s": wall, "load_before": load_before, "load_mean": float(np.mean(loads or [0])),
-            "load_max": float(max(loads or [0])), "command": " ".join(command)}
+            "load_max": float(max(loads or [0])), "probe_s": [probe_before, cpu_probe()], "command": " ".join(command)}
     (run_dir / "speedup_arm.json").write_text(json.dumps(meta, indent=1))
     print(f"[speedup] {arm}: done in {wall / 60:.1f} min", flush=True)
     return meta
@@ -396,8 +412,9 @@ def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmRes
         f"`{(preset.world_model or {}).get('class_path', 'of the overlays')}`. Same seed (0) in every arm.",
         "",
         "| arm | training wall-clock (min) | ratio vs real | generate | update | execute | world model "
-        "| real executions | execution s | held-out mean position [95% CI] | valid rate | process (min) | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| real executions | execution s | held-out mean position [95% CI] | valid rate | process (min) | load "
+        "| speed probe (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     real = results.get("real_grpo")
     for a in ARMS:
@@ -414,12 +431,14 @@ def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmRes
             + " | ".join(f"{r.part_s(c) / 60:.1f}" for c in PARTS)
             + f" | {r.executions} | {exec_s:.0f} | {mean:.3f} [{low:.3f}, {high:.3f}] | {r.valid_rate:.2f} | "
             f"{r.meta.get('process_wall_s', float('nan')) / 60:.1f} | "
-            f"{load_text} |"
+            f"{load_text} | {probe_text(r.meta.get('probe_s'))} |"
         )
     lines += ["", "Component columns are minutes of training wall-clock (`time/*`); *execute* is wall-clock "
               "spent waiting for real executions (concurrent runs overlap), *execution s* the executions' own "
               "seconds; *process* includes model loading and held-out evaluation; *load* is the mean (max) of the "
-              "1-minute load average sampled every 15 s while the arm ran (2 = both cores busy).", ""]
+              "1-minute load average sampled every 15 s while the arm ran (2 = both cores busy); *speed probe* the "
+              "seconds of a fixed matrix-product workload before and after the arm (lower is faster; arms whose "
+              "probes differ ran on a machine of different speed).", ""]
     lines += ["What the world model and the corrections had to work with at the end of each arm (a "
               "correction acts only once it has its minimum of anchor pairs or observations):", "",
               "| arm | world-model examples | calibration pairs | map refits | denoising weight (last step) |",
@@ -480,6 +499,11 @@ def kept_by_hand(previous: str) -> str:
     regeneration keeps: its heading carries the date it was written, so the reader can tell it from the tables."""
     at = previous.find("\n" + BY_HAND)
     return "" if at < 0 else "\n" + previous[at + 1 :].rstrip("\n") + "\n"
+
+
+def probe_text(probe: list[float] | None) -> str:
+    """``before / after`` seconds of :func:`cpu_probe` (``-`` for arms measured before the probe existed)."""
+    return "-" if not probe else " / ".join(f"{p:.2f}" for p in probe)
 
 
 def _execution_needed(limit: Limit, target: float) -> float:

@@ -82,7 +82,7 @@ def fake_run(root: Path, arm: str, step_s: float, parts: dict[str, float], execu
                                                           for t, p in positions.items()]}]
     (run / "heldout.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
     (run / "speedup_arm.json").write_text(json.dumps({"arm": arm, "process_wall_s": step_s * steps + 60,
-                                                      "load_mean": 0.1, "load_max": 0.2}))
+                                                      "load_mean": 0.1, "load_max": 0.2, "probe_s": [0.5, 0.55]}))
     return run
 
 
@@ -116,7 +116,7 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     assert "Ablation ordering (uncorrected < single corrections < full WMRL, by mean position): does not hold" in text
     rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
     assert rows["Pure world model"].endswith("| no |") and rows["Uncorrected mixture"].endswith("| yes |")
-    assert "| Full WMRL | +" in text and "| 0.1 (max 0.2) |" in text
+    assert "| Full WMRL | +" in text and "| 0.1 (max 0.2) | 0.50 / 0.55 |" in text
     assert "| Full WMRL | - | 8 | - | - |" in text  # what the corrections had: pairs logged, the rest never
     assert "Held-out mean position of the starting policy: 0.300 [0.300, 0.300]" in text
     for name in ("speedup_time.png", "speedup_heldout.png", "speedup_reward.png"):
@@ -128,6 +128,10 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     speedup.main(["--preset", "cpu-quick", "--out", str(tmp_path), "--results", str(results), "--reuse"])
     again = (results / "RESULTS.md").read_text()
     assert again.endswith(reading) and again.count("## The limit") == again.count(reading.split("\n")[0]) == 1
+
+
+def test_the_speed_probe_times_a_fixed_workload():
+    assert speedup.cpu_probe(size=64, repeats=2) < speedup.cpu_probe(size=512, repeats=10)
 
 
 def test_bootstrap_intervals_narrow_with_samples_and_separate_different_arms():
