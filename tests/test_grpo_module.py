@@ -109,6 +109,53 @@ def test_resume_gives_the_same_next_step_loss(tmp_path):
     assert resumed.rewards[0] == uninterrupted.rewards[2]
 
 
+class Tasks(torch.utils.data.IterableDataset):
+    def __init__(self, *task_ids: str) -> None:
+        self.task_ids = list(task_ids)
+
+    def __iter__(self):
+        yield self.task_ids
+
+
+def test_micro_batches_run_one_prompt_each_and_leave_the_update_unchanged(monkeypatch):
+    """Groups of one task share a micro-batch (its prompt then runs once), whatever their order in the step."""
+    seen: list[list[int]] = []
+    batches = []
+    original = GRPOModule._micro_batch_loss
+
+    def recording(self, batch, rows, *args):
+        seen.append(list(rows))
+        batches.append(batch)
+        return original(self, batch, rows, *args)
+
+    monkeypatch.setattr(GRPOModule, "_micro_batch_loss", recording)
+    # plain SGD: the step is the gradient itself (Adam's first step is about lr * sign(g), which turns float noise
+    # in a near-zero gradient into a full step)
+    monkeypatch.setattr(GRPOModule, "configure_optimizers",
+                        lambda self: torch.optim.SGD([p for p in self.policy.parameters() if p.requires_grad], lr=1.0))
+    before = {n: p.detach().clone() for n, p in make_module().policy.named_parameters() if p.requires_grad}
+    after = {}
+    for share in (True, False):
+        seen.clear()
+        module = make_module(group_size=2, micro_batch_size=4, share_prefix=share, kl_coef=0.04)
+        trainer(1).fit(module, torch.utils.data.DataLoader(Tasks("task_a", "task_b", "task_a"), batch_size=None))
+        after[share] = {n: p.detach().clone() for n, p in module.policy.named_parameters() if p.requires_grad}
+        chunks = list(seen)
+        batch = batches[-1]
+        assert sorted(r for chunk in chunks for r in chunk) == batch.used.nonzero().flatten().tolist()
+        prompts = [batch.input_ids[r, : int(batch.response_mask[r].nonzero()[0])].tolist() for r in range(6)]
+        mixed = [chunk for chunk in chunks if len({tuple(prompts[r]) for r in chunk}) > 1]
+        if share:
+            assert not mixed, chunks
+        else:
+            assert mixed, chunks  # plain order: task_a's first group and task_b's group in one micro-batch
+    moved = 0
+    for name, value in after[True].items():
+        torch.testing.assert_close(value - before[name], after[False][name] - before[name], rtol=1e-4, atol=1e-7)
+        moved += int(not torch.equal(value, before[name]))
+    assert moved > 0
+
+
 def test_bad_configuration_names_every_key():
     with pytest.raises(ValueError) as error:
         make_module(group_size=1, clip_eps=-0.2, loss_aggregation="mean")

@@ -14,6 +14,7 @@ from wmrl.models.kv import (
     common_prefix_length,
     last_token_logits,
     preallocate,
+    prompt_micro_batches,
     returned_cache,
 )
 
@@ -128,3 +129,25 @@ def test_last_token_logits_on_a_shared_prefix_match_left_padded_rows():
     torch.testing.assert_close(shared, alone, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(plain, alone, rtol=1e-4, atol=1e-4)
     assert not torch.allclose(alone[0], alone[1])
+
+
+def test_micro_batches_keep_rows_of_one_prompt_together():
+    # rows 0, 2, 5: prompt A; rows 1, 3: prompt B (the same answer token as A's rows: only the prompt counts);
+    # row 4: prompt C alone; row 6: A's prompt as a prefix of a longer prompt, so a prompt of its own
+    prompts = [[1, 2, 3], [4, 5, 6], [1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 2, 3], [1, 2, 3, 3]]
+    ids = torch.zeros((7, 6), dtype=torch.long)
+    answer = torch.zeros((7, 6), dtype=torch.bool)
+    for row, prompt in enumerate(prompts):
+        ids[row, : len(prompt) + 1] = torch.tensor([*prompt, 50])
+        answer[row, len(prompt)] = True
+    assert prompt_micro_batches(ids, answer, range(7), size=4) == [[0, 2, 5], [1, 3], [4, 6]]
+    assert prompt_micro_batches(ids, answer, range(7), size=2) == [[0, 2], [1, 3], [5, 4], [6]]
+    assert prompt_micro_batches(ids, answer, [1, 3, 4], size=8) == [[1, 3], [4]]  # only the rows asked for
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        prompt_micro_batches(ids, answer, range(7), size=0)
+
+
+def test_a_row_without_answer_tokens_is_its_own_prompt():
+    ids = torch.tensor([[1, 2, 3], [1, 2, 3], [1, 2, 4]])
+    answer = torch.tensor([[0, 0, 1], [0, 0, 0], [0, 0, 1]], dtype=torch.bool)
+    assert prompt_micro_batches(ids, answer, range(3), size=4) == [[0, 2], [1]]

@@ -38,7 +38,7 @@ from wmrl.algorithms.grpo import (
 )
 from wmrl.callbacks.base import dispatch
 from wmrl.models import LoraSettings
-from wmrl.models.kv import causal_lm_logits
+from wmrl.models.kv import causal_lm_logits, prompt_micro_batches
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.rollout.vllm_engine import VLLMGenerationEngine, VLLMSettings
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
@@ -83,9 +83,10 @@ class GRPOModule(pl.LightningModule):
         prefill: how each assistant turn starts (``none`` | ``fence`` | ``starter_head``, see
             :class:`~wmrl.rollout.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
             needs to write valid submissions at all (DESIGN.md section 7).
-        share_prefix: in the update, run the prompt a micro-batch's rows share (a group's task prompt) once
-            and repeat its KV cache per row (:func:`wmrl.models.kv.causal_lm_logits`; same loss and gradients,
-            ~2.5x fewer tokens for a CPU quickstart group); ``false`` runs every row in full.
+        share_prefix: in the update, put rows with the same prompt (a group, or groups of one task) in the same
+            micro-batches (:func:`wmrl.models.kv.prompt_micro_batches`), run that prompt once and repeat its KV
+            cache per row (:func:`wmrl.models.kv.causal_lm_logits`; same loss and gradients, ~2.5x fewer tokens
+            for a CPU quickstart group); ``false`` runs every row in full, micro-batches in rollout order.
         overlap: anchor executions run in a background thread while the world model answers the other groups
             (``time/overlapped``: execution seconds hidden behind world-model work).
         engine: who samples rollouts: ``hf`` (transformers, sharing the policy's weights) or ``vllm`` (GPU
@@ -314,8 +315,11 @@ class GRPOModule(pl.LightningModule):
         max_tokens = hp.max_new_tokens * hp.max_turns
         normaliser = aggregation_normaliser(mask[rows], hp.loss_aggregation, max_tokens=max_tokens)
         optimizer.zero_grad(set_to_none=True)
-        for start in range(0, len(rows), hp.micro_batch_size):
-            chunk = rows[start : start + hp.micro_batch_size]
+        if hp.share_prefix:  # each micro-batch runs its prompt once
+            chunks = prompt_micro_batches(batch.input_ids, batch.response_mask, rows, hp.micro_batch_size)
+        else:
+            chunks = [rows[start : start + hp.micro_batch_size] for start in range(0, len(rows), hp.micro_batch_size)]
+        for chunk in chunks:
             out = self._micro_batch_loss(batch, chunk, mask, normaliser, max_tokens)
             self.manual_backward(out.loss)
             totals["loss/total"] += float(out.loss.detach())
