@@ -20,7 +20,7 @@ It writes ``RESULTS.md`` (machine, commands, tables) and figures into ``--result
 real-execution runs. A section headed ``## Reading (by hand, <date>)`` at the end of RESULTS.md is kept when the
 tables are regenerated.
 
-    python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 76 minutes
+    python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 63 minutes
     python benchmarks/speedup.py --preset gpu --model /models/Qwen3.5-4B   # paper scale (vLLM, one GPU or more)
     python benchmarks/speedup.py --preset cpu-quick --reuse       # finished arms are read, not rerun
 
@@ -112,7 +112,7 @@ PRESETS = {
         eval_tasks=["penguin_species", "hmda_mortgage_denial", "nmes_doctor_visits"],
         starter="heavy_boosting",
         world_model=LEARNED_WORLD_MODEL,
-        note="2 CPU cores, about 12-13 minutes an arm",
+        note="2 CPU cores, about 9-12 minutes an arm",
     ),
     "gpu": Preset(
         base="configs/autoresearch/paper_4b_vllm.yaml",
