@@ -6,9 +6,13 @@ From the 3.11 suite, tests/test_vla_env.py runs this directory through ``.venv31
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MISSING = None
 if sys.version_info < (3, 12):
@@ -31,3 +35,25 @@ def _one_torch_thread():
     import torch
 
     torch.set_num_threads(1)
+
+
+@pytest.fixture
+def fit_shortened():
+    """Runs a shipped VLA quickstart the way a user does, shortened: see :func:`_fit_shortened`."""
+    return _fit_shortened
+
+
+def _fit_shortened(config: str, run_dir: Path, demonstrations: int, heldout_states: int, sft_steps: int) -> str:
+    """``wmrl fit -c <config>`` cut to 2 steps (fewer demonstrations, SFT steps and held-out states) in a fresh
+    process; fails with the end of its output unless it exits 0, else returns that output."""
+    command = [
+        sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / config),
+        f"--trainer.default_root_dir={run_dir}", "--trainer.max_steps=2", "--data.init_args.steps_per_epoch=2",
+        f"--data.init_args.demonstrations={demonstrations}", f"--data.init_args.heldout_states={heldout_states}",
+        f"--model.init_args.sft_steps={sft_steps}",
+    ]
+    run = subprocess.run(command, cwd=run_dir.parent, capture_output=True, text=True, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-4000:]
+    assert "start: success" in output and "step 2: success" in output
+    return output

@@ -113,24 +113,13 @@ def test_smolvla_configuration_errors_name_the_key():
         VLAGRPOModule(policy=PolicySettings(**{**TINY, "image_size": 20}), kl_coef=0.0)
 
 
-def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_path):
+def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
     """`wmrl fit -c configs/vla/pusht_smolvla_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out)."""
     import csv
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
     run_dir = tmp_path / "run"
-    command = [
-        sys.executable, "-m", "wmrl.cli", "fit", "-c", str(root / "configs/vla/pusht_smolvla_quickstart.yaml"),
-        f"--trainer.default_root_dir={run_dir}", "--trainer.max_steps=2", "--data.init_args.steps_per_epoch=2",
-        "--data.init_args.demonstrations=12", "--data.init_args.heldout_states=4", "--model.init_args.sft_steps=40",
-    ]
-    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    output = run.stdout + run.stderr
-    assert run.returncode == 0, output[-4000:]
-    assert "start: success" in output and "step 2: success" in output
+    fit_shortened("configs/vla/pusht_smolvla_quickstart.yaml", run_dir, demonstrations=12, heldout_states=4,
+                  sft_steps=40)
     (metrics_file,) = run_dir.glob("csv/version_*/metrics.csv")
     rows = list(csv.DictReader(metrics_file.open()))
     losses = [float(r["loss/total"]) for r in rows if r.get("loss/total")]
