@@ -1,12 +1,14 @@
 """Run WMRL training on a tiny policy under Lightning DDP (gloo, CPU) and dump each rank's callback state.
 
 Used by ``tests/test_distributed.py``:  python tests/ddp_wmrl.py OUT_DIR DEVICES STEPS [CKPT_IN]
-Lightning re-launches this script once per extra rank.
+Lightning re-launches this script once per extra rank (with the same environment). With ``UNEVEN_PROMPTS=1`` rank 0
+draws one task four times and the others four tasks, so the ranks' updates hold different numbers of micro-batches.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,8 +28,9 @@ class Steps(torch.utils.data.IterableDataset):
         self.n = n
 
     def __iter__(self):
+        uneven = os.environ.get("UNEVEN_PROMPTS") == "1" and os.environ.get("LOCAL_RANK", "0") == "0"
         for _ in range(self.n):
-            yield ["task_a", "task_b", "task_c", "task_d"]
+            yield ["task_a"] * 4 if uneven else ["task_a", "task_b", "task_c", "task_d"]
 
     def __len__(self) -> int:
         return self.n
@@ -40,7 +43,8 @@ class Dump(pl.Callback):
     def on_train_end(self, trainer, pl_module):
         state = {"rank": trainer.global_rank, "world_size": trainer.world_size, "pairs": [list(p) for p in self.debias.pairs],
                  "calibration": self.debias.calibration.to_dict(), "weight": self.denoise.weight,
-                 "denoise": self.denoise.state.state_dict(), "global_step": trainer.global_step}
+                 "denoise": self.denoise.state.state_dict(), "global_step": trainer.global_step,
+                 "parameters": [float(p.double().sum()) for p in pl_module.policy.parameters()]}
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(state))
 
 

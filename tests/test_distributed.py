@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,10 @@ from wmrl.algorithms.debias import CalibrationMap, fit_calibration
 SCRIPT = Path(__file__).parent / "ddp_wmrl.py"
 
 
-def run(out: Path, devices: int, steps: int, ckpt: Path | None = None) -> list[dict]:
+def run(out: Path, devices: int, steps: int, ckpt: Path | None = None, uneven: bool = False) -> list[dict]:
     args = [sys.executable, str(SCRIPT), str(out), str(devices), str(steps), *([str(ckpt)] if ckpt else [])]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "UNEVEN_PROMPTS": "1" if uneven else "0"}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(devices)]
 
@@ -47,3 +49,12 @@ def test_a_two_process_checkpoint_resumes_on_one_process(two_ranks, tmp_path):
     assert resumed["pairs"][: len(rank0["pairs"])] == rank0["pairs"]  # the gathered buffer came back whole
     assert len(resumed["pairs"]) == len(rank0["pairs"]) + 8
     assert resumed["denoise"]["observations"] >= rank0["denoise"]["observations"]
+
+
+def test_ranks_with_different_numbers_of_micro_batches_step_together(tmp_path):
+    """Rank 0's 16 rollouts share one prompt (2 micro-batches of 8), rank 1's hold four (4 micro-batches): the
+    update reduces gradients once per rank, so neither waits for a reduction the other never starts, and both apply
+    the same step."""
+    rank0, rank1 = run(tmp_path, devices=2, steps=2, uneven=True)
+    assert rank0["global_step"] == rank1["global_step"] == 2
+    assert rank0["parameters"] == rank1["parameters"]

@@ -17,6 +17,7 @@ checkpoints.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -319,9 +320,14 @@ class GRPOModule(pl.LightningModule):
             chunks = prompt_micro_batches(batch.input_ids, batch.response_mask, rows, hp.micro_batch_size)
         else:
             chunks = [rows[start : start + hp.micro_batch_size] for start in range(0, len(rows), hp.micro_batch_size)]
-        for chunk in chunks:
+        # Ranks may hold different numbers of micro-batches (their prompts differ), and DDP and FSDP reduce
+        # gradients in every synchronised backward: all but the last accumulate locally, so each rank reduces once.
+        no_sync = getattr(self.trainer.strategy.model, "no_sync", None)
+        for index, chunk in enumerate(chunks):
             out = self._micro_batch_loss(batch, chunk, mask, normaliser, max_tokens)
-            self.manual_backward(out.loss)
+            last = index == len(chunks) - 1
+            with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                self.manual_backward(out.loss)
             totals["loss/total"] += float(out.loss.detach())
             for key, value in (("pg", out.pg_loss), ("kl", out.kl), ("entropy", out.entropy),
                                ("clip_fraction", out.clip_fraction)):
