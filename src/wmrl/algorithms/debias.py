@@ -8,9 +8,16 @@ adjacent violators); applied by linear interpolation between the bin knots with 
 Why monotone and not affine: GRPO standardises rewards within a group, which cancels any affine map. A
 monotone piecewise-linear map survives standardisation and never reorders the rollouts of a group.
 
+Fewer than :data:`MIN_POPULATED_BINS` populated bins give the identity map, not a one-knot map: one knot is
+a constant (flat extrapolation both ways) that would send every world-model reward to one value and zero
+every world-model group's advantages, although all one bin can tell is an offset, which group
+standardisation cancels anyway. Only pairs with finite rewards can be binned (:func:`finite_pairs`).
+
 >>> m = fit_calibration([0.05, 0.15, 0.95], [0.0, 0.1, 0.9])
 >>> [round(float(v), 3) for v in m([0.0, 0.1, 0.5, 1.0])]
 [0.0, 0.05, 0.45, 0.9]
+>>> fit_calibration([0.31, 0.35, 0.38], [0.0, 0.5, 1.0]).is_identity  # one bin: nothing to fit
+True
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 BINS = 10
+MIN_POPULATED_BINS = 2  # a map needs two knots to have a slope; see the module docstring
 
 
 @dataclass(frozen=True)
@@ -56,13 +64,35 @@ class CalibrationMap:
         return cls(tuple(float(x) for x in d["xs"]), tuple(float(y) for y in d["ys"]))
 
 
+def bin_index(wm, bins: int = BINS) -> np.ndarray:
+    """The equal-width bin on [0, 1] of each world-model reward (clipped into [0, 1]; 1.0 is in the last bin).
+
+    >>> bin_index([0.0, 0.35, 0.999, 1.0, 1.7]).tolist()
+    [0, 3, 9, 9, 9]
+    """
+    wm = np.clip(np.asarray(wm, dtype=np.float64), 0.0, 1.0)
+    return np.minimum((wm * bins).astype(np.int64), bins - 1)
+
+
+def finite_pairs(wm, real) -> np.ndarray:
+    """``[n]`` mask of the pairs whose two rewards are both finite (NaN / inf cannot be binned or fitted).
+
+    >>> finite_pairs([0.1, float("nan"), 0.5], [0.0, 0.2, float("inf")]).tolist()
+    [True, False, False]
+    """
+    wm, real = np.asarray(wm, dtype=np.float64), np.asarray(real, dtype=np.float64)
+    if wm.shape != real.shape:
+        raise ValueError(f"wm and real must have equal shapes (got {wm.shape} and {real.shape})")
+    return np.isfinite(wm) & np.isfinite(real)
+
+
 def bin_pairs(wm: Sequence[float], real: Sequence[float], bins: int = BINS) -> tuple[np.ndarray, ...]:
     """Per populated equal-width bin of ``wm`` on [0, 1]: (mean wm, mean real, count), bins in order."""
     wm = np.clip(np.asarray(wm, dtype=np.float64), 0.0, 1.0)
     real = np.asarray(real, dtype=np.float64)
     if wm.shape != real.shape or wm.ndim != 1:
         raise ValueError(f"wm and real must be 1-d of equal length (got {wm.shape} and {real.shape})")
-    index = np.minimum((wm * bins).astype(np.int64), bins - 1)
+    index = bin_index(wm, bins)
     counts = np.bincount(index, minlength=bins)
     populated = counts > 0
     x = np.bincount(index, weights=wm, minlength=bins)[populated] / counts[populated]
@@ -71,12 +101,21 @@ def bin_pairs(wm: Sequence[float], real: Sequence[float], bins: int = BINS) -> t
 
 
 def fit_calibration(wm: Sequence[float], real: Sequence[float], bins: int = BINS) -> CalibrationMap:
-    """Fit the monotone map on pairs (see the module docstring). Needs at least one pair."""
+    """Fit the monotone map on pairs (see the module docstring). Needs at least one pair, all finite.
+
+    Fewer than :data:`MIN_POPULATED_BINS` populated bins give the identity map (see the module docstring).
+    The fit may still be flat (:attr:`CalibrationMap.is_flat`) when isotonic pooling merges every bin: the
+    world model then ranks bins backwards or not at all, and its rewards carry no ranking signal.
+    """
     from sklearn.isotonic import IsotonicRegression
 
     if len(wm) == 0:
         raise ValueError("fit_calibration needs at least one (r_wm, r_real) pair")
+    if not finite_pairs(wm, real).all():
+        raise ValueError("fit_calibration needs finite rewards (drop NaN / inf pairs first: finite_pairs)")
     x, y, counts = bin_pairs(wm, real, bins)
+    if len(x) < MIN_POPULATED_BINS:
+        return CalibrationMap()
     fitted = IsotonicRegression(increasing=True, out_of_bounds="clip").fit(x, y, sample_weight=counts)
     ys = fitted.predict(x)
     return CalibrationMap(tuple(float(v) for v in x), tuple(float(v) for v in ys))

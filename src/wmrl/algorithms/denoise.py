@@ -7,9 +7,19 @@ Per anchor group whose real rewards vary (Var > 1e-9), the world model's disagre
 the share of the group's real signal the (calibrated) world model gets wrong. An EWMA of s2 (half-life 64
 observations) tracks it; after 32 warm-up observations the scale ``c`` is frozen so that the weight equals the
 target 2.0 at that moment, ``c = (target - 1) / EWMA``; afterwards ``w = clip(1 + c * EWMA, 1, 4)``. Before
-``c`` is frozen ``w = 1``. The weight multiplies anchor-group advantages after group normalisation: the
-practical form of the minimum-variance fusion ``g = (g_E / V_E + g_WM / V_WM) / (|G_E| / V_E + |G_WM| / V_WM)``
-(see :func:`fused_variance`).
+``c`` is frozen ``w = 1``.
+
+``c`` freezes only once the EWMA has reached a floor, :data:`MIN_DISAGREEMENT` (1e-3). ``s2`` is a variance
+ratio (normalised by Var(s)), so 1e-3 means the world model's group-relative error variance is 0.1% of the
+real rewards' variance: below it the world model and the sandbox agree and ``w`` stays 1. Freezing on any
+positive EWMA would let a warm-up of perfect agreement followed by one rounding-level disagreement (EWMA
+~1e-11) set ``c`` ~ 1e11, and the next ordinary observation would jump ``w`` to the cap. The warm-up still
+counts every observation; ``c`` freezes on the first observation at or after it whose EWMA reaches the floor,
+and the weight is the target at that moment, as above.
+
+The weight multiplies anchor-group advantages after group normalisation: the practical form of the
+minimum-variance fusion ``g = (g_E / V_E + g_WM / V_WM) / (|G_E| / V_E + |G_WM| / V_WM)`` (see
+:func:`fused_variance`).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ WARMUP = 32
 TARGET = 2.0
 MIN_WEIGHT, MAX_WEIGHT = 1.0, 4.0
 MIN_REAL_VARIANCE = 1e-9
+MIN_DISAGREEMENT = 1e-3  # EWMA of s2 below which c does not freeze (see the module docstring)
 
 
 def group_disagreement(calibrated_wm, real) -> float | None:
@@ -51,6 +62,7 @@ class InverseVarianceWeight:
     target: float = TARGET
     min_weight: float = MIN_WEIGHT
     max_weight: float = MAX_WEIGHT
+    min_disagreement: float = MIN_DISAGREEMENT
     observations: int = 0
     ewma: float = math.nan
     c: float | None = None
@@ -60,12 +72,22 @@ class InverseVarianceWeight:
         return 0.5 ** (1.0 / self.half_life)
 
     def observe(self, s2: float) -> None:
-        """Fold one group's disagreement into the EWMA; freeze ``c`` at the end of the warm-up."""
+        """Fold one group's disagreement into the EWMA; freeze ``c`` once warmed up and the EWMA is meaningful.
+
+        >>> state = InverseVarianceWeight(warmup=2)
+        >>> for s2 in (0.0, 0.0, 1e-9):
+        ...     state.observe(s2)
+        >>> state.c is None, state.weight  # warmed up, but the world model agrees: below the floor
+        (True, 1.0)
+        >>> state.observe(1.0)
+        >>> round(state.weight, 6)  # c froze now: the weight is the target at that moment
+        2.0
+        """
         if not math.isfinite(s2) or s2 < 0:
             raise ValueError(f"disagreement must be finite and >= 0 (got {s2})")
         self.ewma = s2 if self.observations == 0 else self.decay * self.ewma + (1 - self.decay) * s2
         self.observations += 1
-        if self.c is None and self.observations >= self.warmup and self.ewma > 1e-12:
+        if self.c is None and self.observations >= self.warmup and self.ewma >= self.min_disagreement:
             self.c = (self.target - 1.0) / self.ewma
 
     @property

@@ -10,9 +10,25 @@ When the anchors' rank correlation with the world model is <= 0 the world model 
 than chance (or backwards): the map goes flat, world-model groups then carry no gradient, and this callback
 says so loudly (a warning and ``wm_rank_corr`` in the progress bar).
 
+Edge cases, each with a warning that says why:
+
+- **One populated bin.** When every buffered world-model reward falls in one bin the map stays identity
+  (a one-knot map would be a constant, :mod:`wmrl.algorithms.debias`); the fit is retried on every push
+  until the rewards spread over two bins, so the first real map comes as soon as the data allow.
+- **A flat map** (every knot's output equal) always warns, whatever the rank correlation, and is applied:
+  the monotone fit pooled every bin, i.e. on the anchors a higher world-model reward never meant a higher
+  real one. Training on the raw rewards would follow that noise (or a backwards ranking); the flat map
+  instead removes the world-model groups' gradient and leaves the anchors to train on, which is what the
+  data support. ``debias/map_flat`` reports it every step.
+- **Non-finite pairs** (NaN / inf from a broken grader or world model) are dropped at the door, counted
+  (``dropped_nonfinite``, logged as ``debias/dropped_nonfinite``, kept in the checkpoint) and warned about;
+  raising would kill the run for one bad pair, keeping them would make every later refit raise. Checkpoints
+  written before this guard may hold such pairs: ``load_state_dict`` drops (and counts) them too.
+
 Logged: ``debias/pairs``, ``debias/refits``, ``debias/bias_reduction``, ``debias/rank_corr``,
-``debias/map_flat``, ``reward/world_model_calibrated_mean``, ``fidelity/*_calibrated``. Each refit appends the
-map and its binned pairs to ``calibration.jsonl`` in the run dir (``wmrl report`` plots them).
+``debias/map_flat``, ``debias/dropped_nonfinite``, ``reward/world_model_calibrated_mean``,
+``fidelity/*_calibrated``. Each refit appends the map and its binned pairs to ``calibration.jsonl`` in the
+run dir (``wmrl report`` plots them).
 """
 
 from __future__ import annotations
@@ -30,7 +46,9 @@ import torch
 from wmrl.algorithms.debias import (
     CalibrationMap,
     bias_reduction,
+    bin_index,
     bin_pairs,
+    finite_pairs,
     fit_calibration,
     rank_correlation,
 )
@@ -78,39 +96,73 @@ class OnlineDebiasing(RLCallback):
         self.refits = 0
         self.steps = 0
         self.rank_corr = math.nan
+        self.dropped_nonfinite = 0  # pairs with a NaN / inf reward, never buffered
+        self._warned_one_bin = False  # warn once per stretch of one-bin buffers, not on every push
 
     @property
     def fitted(self) -> bool:
         return not self.calibration.is_identity
 
     def push(self, wm, real, groups) -> bool:
-        """Add pairs (``groups``: a key per pair, pairs of one group share it); refit if due. True if refitted."""
-        for pair in zip(map(float, wm), map(float, real), map(int, groups), strict=True):
-            self.pairs.append(pair)
-        self.since_fit += len(wm)
+        """Add pairs (``groups``: a key per pair, pairs of one group share it); refit if due. True if refitted.
+
+        Pairs with a non-finite reward are dropped and counted (``dropped_nonfinite``), never buffered.
+        """
+        pairs = list(zip(map(float, wm), map(float, real), map(int, groups), strict=True))
+        kept = [p for p in pairs if math.isfinite(p[0]) and math.isfinite(p[1])]
+        if len(kept) < len(pairs):
+            self.dropped_nonfinite += len(pairs) - len(kept)
+            log.warning(
+                "OnlineDebiasing: dropped %d of %d anchor pairs with a non-finite reward (NaN / inf; %d dropped "
+                "so far): they cannot be binned. Check the world model's and the grader's outputs.",
+                len(pairs) - len(kept), len(pairs), self.dropped_nonfinite,
+            )
+        self.pairs.extend(kept)
+        self.since_fit += len(kept)
         due = len(self.pairs) >= self.min_pairs and (not self.fitted or self.since_fit >= self.refit_every)
-        if due:
-            self.refit()
-        return due
+        return self.refit() if due else False
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The buffered pairs as arrays: r_wm, r_real, group key."""
         return tuple(np.array(column) for column in zip(*self.pairs, strict=True))  # type: ignore[return-value]
 
-    def refit(self) -> None:
+    def refit(self) -> bool:
+        """Fit the map on the buffer. False (and the identity map) when every pair falls in one bin."""
         wm, real, _ = self.columns()
-        self.calibration = fit_calibration(wm, real, self.bins)
+        calibration = fit_calibration(wm, real, self.bins)
+        if calibration.is_identity:  # fewer than two populated bins: nothing to fit (algorithms.debias)
+            self.calibration = calibration
+            if not self._warned_one_bin:
+                index = int(bin_index(wm[:1], self.bins)[0])
+                log.warning(
+                    "OnlineDebiasing: all %d pairs fall in one bin [%g, %g): the map stays identity until "
+                    "world-model rewards spread (a one-bin map would send every world-model reward to one "
+                    "constant and zero every world-model group's advantages).",
+                    len(wm), index / self.bins, (index + 1) / self.bins,
+                )
+                self._warned_one_bin = True
+            return False
+        self._warned_one_bin = False
+        self.calibration = calibration
         self.since_fit = 0
         self.refits += 1
         self.rank_corr = rank_correlation(wm, real)
-        if not self.rank_corr > 0:
+        if self.calibration.is_flat:
+            log.warning(
+                "OnlineDebiasing: the fitted map is flat: it sends every world-model reward to %.3f, so world-model "
+                "groups carry no gradient (zero advantages); rank correlation %.3f on %d anchor pairs over %d bins "
+                "(isotonic pooling merged every bin). The map is applied (on the anchors a higher world-model reward "
+                "never meant a higher real one); only the anchors train. Check the world model (model, mode, prompt).",
+                self.calibration.ys[0], self.rank_corr, len(wm), len(self.calibration.xs),
+            )
+        elif not self.rank_corr > 0:
             log.warning(
                 "OnlineDebiasing: the world model's rewards have rank correlation %.3f <= 0 with real execution on "
-                "%d anchor pairs: it ranks rollouts no better than chance; the calibration map is%s flat and "
-                "world-model groups carry %s gradient. Check the world model (model, mode, prompt).",
-                self.rank_corr, len(self.pairs), "" if self.calibration.is_flat else " not yet",
-                "no" if self.calibration.is_flat else "little",
+                "%d anchor pairs: it ranks rollouts no better than chance; the calibration map is not yet flat "
+                "and world-model groups carry little gradient. Check the world model (model, mode, prompt).",
+                self.rank_corr, len(self.pairs),
             )
+        return True
 
     def write_snapshot(self, path: Path, step: int) -> None:
         """Append the current map and the pairs it was fitted on to ``path`` (JSONL; read by ``wmrl report``)."""
@@ -154,6 +206,7 @@ class OnlineDebiasing(RLCallback):
             "debias/refits": float(self.refits),
             "debias/map_flat": float(self.calibration.is_flat),
             "debias/rank_corr": self.rank_corr,
+            "debias/dropped_nonfinite": float(self.dropped_nonfinite),
         }
         if self.pairs:
             wm, real, groups = self.columns()
@@ -175,10 +228,21 @@ class OnlineDebiasing(RLCallback):
             "refits": self.refits,
             "steps": self.steps,
             "rank_corr": self.rank_corr,
+            "dropped_nonfinite": self.dropped_nonfinite,
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.pairs = deque((tuple(p) for p in state_dict["pairs"]), maxlen=self.buffer_size)  # type: ignore[misc]
+        pairs = [tuple(p) for p in state_dict["pairs"]]
+        finite = finite_pairs([p[0] for p in pairs], [p[1] for p in pairs]).tolist() if pairs else []
+        kept = [p for p, ok in zip(pairs, finite, strict=True) if ok]
+        # checkpoints written before ``dropped_nonfinite`` existed may hold NaN pairs (every refit would raise)
+        self.dropped_nonfinite = int(state_dict.get("dropped_nonfinite", 0)) + len(pairs) - len(kept)
+        if len(kept) < len(pairs):
+            log.warning(
+                "OnlineDebiasing: the checkpoint holds %d anchor pairs with a non-finite reward; dropped them.",
+                len(pairs) - len(kept),
+            )
+        self.pairs = deque(kept, maxlen=self.buffer_size)  # type: ignore[arg-type]
         self.calibration = CalibrationMap.from_dict(state_dict["calibration"])
         self.since_fit = int(state_dict["since_fit"])
         self.refits = int(state_dict["refits"])

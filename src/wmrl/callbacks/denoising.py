@@ -4,7 +4,9 @@ After group normalisation (``on_advantages``) it measures, per anchor group whos
 the calibrated world model disagrees with reality (``s2``, :mod:`wmrl.algorithms.denoise`), folds it into an
 EWMA (half-life 64 observations), freezes the scale ``c`` after 32 warm-up observations so the weight is 2.0
 at that moment, and multiplies the advantages of every anchor row by ``w = clip(1 + c * EWMA, 1, 4)``.
-Before calibration ``w = 1``.
+Before calibration ``w = 1``. ``c`` freezes only once the EWMA reaches ``min_disagreement`` (1e-3): while
+the world model agrees with the sandbox there is nothing to weigh against, and freezing on a rounding-level
+EWMA would send the weight to the cap on the next ordinary observation.
 
 "Calibrated" means through ``OnlineDebiasing``'s map when that callback is in the run: then observations
 start only once its map is fitted (``batch.wm_calibrated`` is filled). Without it (the denoising-only
@@ -23,6 +25,7 @@ import torch
 from wmrl.algorithms.denoise import (
     HALF_LIFE,
     MAX_WEIGHT,
+    MIN_DISAGREEMENT,
     MIN_WEIGHT,
     TARGET,
     WARMUP,
@@ -45,6 +48,10 @@ class InverseVarianceDenoising(RLCallback):
         warmup: observations before ``c`` is frozen (paper 32).
         target: the weight at the moment ``c`` is frozen (paper 2.0).
         min_weight / max_weight: the clip range (paper [1, 4]).
+        min_disagreement: ``c`` freezes only once the EWMA of ``s2`` reaches this floor (> 0); until then
+            ``w = 1``. ``s2`` is normalised by Var(r_real), so the default 1e-3 means the world model's
+            group-relative error variance is 0.1% of the real rewards' variance: below it the world model and
+            the sandbox agree (the paper does not state a floor; see :mod:`wmrl.algorithms.denoise`).
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class InverseVarianceDenoising(RLCallback):
         target: float = TARGET,
         min_weight: float = MIN_WEIGHT,
         max_weight: float = MAX_WEIGHT,
+        min_disagreement: float = MIN_DISAGREEMENT,
     ) -> None:
         problems = []
         if half_life <= 0:
@@ -67,9 +75,14 @@ class InverseVarianceDenoising(RLCallback):
             )
         if min_weight < 1:
             problems.append(f"InverseVarianceDenoising min_weight must be >= 1 (got {min_weight})")
+        if not (math.isfinite(min_disagreement) and min_disagreement > 0):
+            problems.append(
+                f"InverseVarianceDenoising min_disagreement must be finite and > 0 (got {min_disagreement}); "
+                "it keeps c from freezing on a numerically-zero disagreement"
+            )
         if problems:
             raise ValueError("invalid InverseVarianceDenoising configuration:\n  - " + "\n  - ".join(problems))
-        self.state = InverseVarianceWeight(half_life, warmup, target, min_weight, max_weight)
+        self.state = InverseVarianceWeight(half_life, warmup, target, min_weight, max_weight, min_disagreement)
         self.needs_calibration = True
 
     @property

@@ -1,8 +1,17 @@
 """`AnchorRouting`: which groups of a step run for real (the anchors) and which the world model serves.
 
 Routing is group-pure (a group is all real or all world model), so GRPO's within-group normalisation always
-sees one reward scale. Per step, of ``G`` groups, ``k = min(capacity, G, max(floor, round(fraction * G)))``
+sees one reward scale. Per step, of ``G`` groups, ``k = min(free, G, max(floor, round(fraction * G)))``
 groups are anchors (paper: ~10% realised, a floor of 2 of 8 groups, capped by sandbox capacity).
+
+Capacity counts sandbox slots in flight, as the paper's does. ``capacity`` is the sandbox's size in anchor
+groups (slots / group size); an optional ``in_flight`` reporter (e.g. the sandbox pool's live count) says how
+many real executions are still running when the step is planned (an asynchronous pipeline: a previous step's
+anchors still executing). They occupy whole group slots, ``ceil(in_flight / group_size)``, so
+``free = max(0, capacity - ceil(in_flight / group_size))``. Without a reporter (synchronous execution:
+nothing runs at plan time) ``free = capacity``, the static per-step cap. Capacity wins over the floor: the
+floor is a wish for calibration data and cannot create sandbox slots, so a step whose slots are busy gets
+fewer anchors than the floor (down to none).
 
 Selections:
 
@@ -16,7 +25,9 @@ Selections:
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from wmrl.callbacks.base import RLCallback
@@ -37,6 +48,11 @@ class AnchorRouting(RLCallback):
         fraction: share of groups executed for real (paper ~0.1; 0 with ``floor: 0`` is pure world model).
         floor: minimum anchor groups per step (paper: 2 of 8).
         capacity: maximum anchor groups per step (sandbox slots / group size); ``null``: no cap.
+        in_flight: reports the real executions (rollouts, not groups) still running when a step is planned;
+            they take ``ceil(in_flight / group_size)`` of the ``capacity`` group slots. ``None`` (default):
+            synchronous execution, nothing in flight, ``capacity`` is a static per-step cap. Needs
+            ``capacity``. Wired in Python (e.g. a sandbox pool's bound method), not from YAML; it is live
+            state of the pool, not of this callback, so it is not checkpointed.
         selection: ``random`` | ``stratified`` | ``uncertainty`` (see the module docstring).
         seed: seeds the selection (rank ``r`` of a distributed run uses ``seed + r``).
         uncertainty_decay: EWMA decay of the per-task uncertainty (``uncertainty`` selection).
@@ -50,6 +66,7 @@ class AnchorRouting(RLCallback):
         selection: Selection = "random",
         seed: int = 0,
         uncertainty_decay: float = 0.8,
+        in_flight: Callable[[], int] | None = None,
     ) -> None:
         problems = []
         if not 0.0 <= fraction <= 1.0:
@@ -62,10 +79,20 @@ class AnchorRouting(RLCallback):
             problems.append(f"AnchorRouting selection must be random, stratified or uncertainty (got {selection!r})")
         if not 0.0 <= uncertainty_decay < 1.0:
             problems.append(f"AnchorRouting uncertainty_decay must be in [0, 1) (got {uncertainty_decay})")
+        if in_flight is not None and not callable(in_flight):
+            problems.append(
+                f"AnchorRouting in_flight must be a callable returning an int or null (got {in_flight!r})"
+            )
+        if in_flight is not None and capacity is None:
+            problems.append(
+                "AnchorRouting in_flight needs a capacity (sandbox slots / group size): executions in flight "
+                "can only take slots from a finite capacity"
+            )
         if problems:
             raise ValueError("invalid AnchorRouting configuration:\n  - " + "\n  - ".join(problems))
         self.fraction, self.floor, self.capacity, self.selection = fraction, floor, capacity, selection
         self.seed, self.uncertainty_decay = seed, uncertainty_decay
+        self.in_flight = in_flight
         self.rng = random.Random(seed)
         self.anchors_per_task: dict[str, int] = {}
         self.uncertainty: dict[str, float] = {}
@@ -76,22 +103,46 @@ class AnchorRouting(RLCallback):
         if rank:
             self.rng = random.Random(self.seed + rank)
 
-    def anchors_for(self, groups: int) -> int:
-        """How many of ``groups`` groups run for real this step.
+    def free_capacity(self, group_size: int = 1) -> int | None:
+        """Anchor groups the sandbox can take now: ``capacity`` less the group slots of executions in flight.
+
+        >>> AnchorRouting(capacity=4, in_flight=lambda: 3).free_capacity(group_size=1)
+        1
+        >>> AnchorRouting(capacity=4, in_flight=lambda: 5).free_capacity(group_size=4)  # 5 runs: 2 group slots
+        2
+        >>> AnchorRouting(capacity=None).free_capacity() is None  # no cap
+        True
+        """
+        if self.capacity is None:
+            return None
+        if self.in_flight is None:
+            return self.capacity
+        running = self.in_flight()
+        if isinstance(running, bool) or int(running) != running or running < 0:
+            raise ValueError(
+                f"AnchorRouting in_flight must report a count >= 0 of running executions (got {running!r})"
+            )
+        return max(0, self.capacity - math.ceil(int(running) / group_size))
+
+    def anchors_for(self, groups: int, group_size: int = 1) -> int:
+        """How many of ``groups`` groups (of ``group_size`` rollouts) run for real this step.
 
         >>> AnchorRouting(fraction=0.1, floor=2).anchors_for(8)
         2
         >>> AnchorRouting(fraction=0.5, floor=2, capacity=3).anchors_for(8)
         3
+        >>> AnchorRouting(fraction=0.1, floor=2, capacity=4, in_flight=lambda: 3).anchors_for(8)  # capacity wins
+        1
         """
         k = max(self.floor, round(self.fraction * groups))
-        if self.capacity is not None:
-            k = min(k, self.capacity)
+        free = self.free_capacity(group_size)
+        if free is not None:
+            k = min(k, free)
         return min(k, groups)
 
-    def select(self, task_ids: list[str]) -> list[int]:
-        """The anchor groups among ``task_ids`` (indices, sorted)."""
-        k = self.anchors_for(len(task_ids))
+    def select(self, task_ids: list[str], group_size: int = 1) -> list[int]:
+        """The anchor groups among ``task_ids`` (indices, sorted); ``group_size`` as in :meth:`anchors_for`."""
+        k = self.anchors_for(len(task_ids), group_size)
         order = list(range(len(task_ids)))
         self.rng.shuffle(order)  # random order first: ties below are broken at random
         if self.selection == "stratified":
@@ -101,7 +152,7 @@ class AnchorRouting(RLCallback):
         return sorted(order[:k])
 
     def on_rollout_plan(self, trainer: pl.Trainer, pl_module: pl.LightningModule, plan: RolloutPlan) -> None:
-        anchors = set(self.select(plan.task_ids))
+        anchors = set(self.select(plan.task_ids, plan.group_size))
         plan.environments[:] = ["real" if g in anchors else "world_model" for g in range(len(plan.task_ids))]
         for g in anchors:
             task = plan.task_ids[g]
