@@ -7,10 +7,13 @@ script left) and the grader decides the outcome outside the sandbox, against ans
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,9 @@ class SandboxLimits:
         memory_mb: address-space (process) or memory (docker) limit.
         max_processes: processes/threads the run may hold at once (fork bombs stop here).
         max_file_mb: largest file the run may write.
+        max_disk_mb: total size of everything the run may write (its work dir, ``/tmp`` and ``/dev/shm``
+            together where the backend can enforce one budget; see each backend). These are memory-backed
+            (tmpfs) in the sandbox, so without this bound a script could pin host RAM below ``memory_mb``.
         output_tail_bytes: how much of stdout/stderr is kept (head and tail); the rest is counted, not kept.
         max_collect_mb: largest output file (``submission.csv``) that is collected.
     """
@@ -30,11 +36,12 @@ class SandboxLimits:
     memory_mb: int = 4096
     max_processes: int = 64
     max_file_mb: int = 256
+    max_disk_mb: int = 512
     output_tail_bytes: int = 16_384
     max_collect_mb: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "memory_mb", "max_processes", "max_file_mb", "output_tail_bytes"):
+        for name in ("timeout_s", "memory_mb", "max_processes", "max_file_mb", "max_disk_mb", "output_tail_bytes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be > 0 (got {getattr(self, name)})")
 
@@ -117,15 +124,27 @@ class Sandbox(abc.ABC):
         requests: Sequence[ExecutionRequest],
         on_done: Callable[[int, ExecutionResult], None] | None = None,
     ) -> list[ExecutionResult]:
-        """Run scripts concurrently, at most ``max_concurrency`` at once, results in request order."""
+        """Run scripts concurrently, at most ``max_concurrency`` at once, results in request order.
+
+        One run's failure never takes the batch down: an exception escaping :meth:`run` (a backend bug, a
+        ``RecursionError`` while cleaning up after a hostile script) becomes that request's ``infra_error``,
+        so it is counted and retried, never rewarded, and the other runs keep their results.
+        """
         results: list[ExecutionResult | None] = [None] * len(requests)
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
             futures = {pool.submit(self.run, req): i for i, req in enumerate(requests)}
-            from concurrent.futures import as_completed
-
             for fut in as_completed(futures):
                 i = futures[fut]
-                results[i] = fut.result()
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:  # noqa: BLE001 - an infrastructure failure, recorded as such
+                    log.error("%s.run raised on %s", type(self).__name__, requests[i].label, exc_info=exc)
+                    results[i] = ExecutionResult(
+                        exit_code=None,
+                        wall_seconds=0.0,
+                        infra_error=f"{type(exc).__name__}: {exc}",
+                        backend=self.name,
+                    )
                 if on_done is not None:
                     on_done(i, results[i])
         return results  # type: ignore[return-value]

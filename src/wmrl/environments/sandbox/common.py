@@ -1,8 +1,10 @@
 """Pieces every sandbox backend shares: preparing the work dir, the bootstrap command, bounded output
-capture, the start/tripwire markers, and collecting output files without following links."""
+capture, the start/tripwire markers, collecting output files without following links, and removing what a
+run left behind (:func:`remove_tree`) whatever its shape."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -67,6 +69,76 @@ def prepare_workdir(workdir: Path, request: ExecutionRequest) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     (workdir / ".tmp").mkdir()
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Delete ``path`` and everything below it, however deep, without following symbolic links.
+
+    ``shutil.rmtree`` recurses once per level (a ``RecursionError`` past ~1000 levels on Python 3.11) and
+    joins full paths (``ENAMETOOLONG`` past ``PATH_MAX``): a script that builds a 3000-deep tree of folders
+    would crash the batch and leave its work dir behind. This walk keeps an explicit stack of folder names,
+    holds one folder fd at a time and works with ``dir_fd``-relative names only, climbing back through
+    ``..`` checked against the recorded (device, inode) of the parent. Folders the script made unreadable or
+    unwritable are ``chmod``-ed first (root may skip that; a host user who owns the files may not). Runs
+    only after every process of the run is dead, so nothing moves under it; a mismatch raises ``OSError``.
+    Missing ``path``: nothing to do.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(top.st_mode):
+        os.unlink(path)
+        return
+
+    def open_dir(name: str | os.PathLike, dir_fd: int | None) -> int:
+        try:
+            return os.open(name, flags, dir_fd=dir_fd)
+        except PermissionError:
+            os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)  # not a link: lstat/scandir said it is a folder
+            return os.open(name, flags, dir_fd=dir_fd)
+
+    def empty(fd: int) -> list[str]:
+        """Unlink every non-folder in the folder ``fd``; return its subfolders."""
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, stat.S_IRWXU)
+        subdirs = []
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+        return subdirs
+
+    fd = open_dir(path, None)
+    # stack[i] = (name in its parent, (dev, ino), subfolders still to remove); stack[0] is ``path`` itself.
+    stack = [("", (top.st_dev, top.st_ino), empty(fd))]
+    try:
+        while stack:
+            name, ident, pending = stack[-1]
+            if pending:
+                child = pending.pop()
+                child_fd = open_dir(child, fd)
+                st = os.fstat(child_fd)
+                os.close(fd)
+                fd = child_fd
+                stack.append((child, (st.st_dev, st.st_ino), empty(fd)))
+                continue
+            stack.pop()
+            if not stack:
+                break
+            parent_fd = os.open("..", flags, dir_fd=fd)
+            st = os.fstat(parent_fd)
+            os.close(fd)
+            fd = parent_fd
+            if (st.st_dev, st.st_ino) != stack[-1][1]:
+                raise OSError(f"remove_tree: {path} changed while it was being removed")
+            os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
 
 
 class TailBuffer:

@@ -3,22 +3,46 @@
 Layers, from the outside in:
 
 * ``prlimit``: address space, CPU seconds, processes, file size, no core dumps, open files.
+* a size-limited tmpfs per run (as root, where ``mount`` works): the run's work dir, ``/tmp`` and
+  ``/dev/shm`` all live on one tmpfs of ``limits.max_disk_mb``, so a script cannot fill the host's disk or pin
+  its RAM with many files below the per-file limit; unmounting it removes everything the run wrote. Without
+  it (not root, or ``mount`` refused) ``/tmp`` and ``/dev/shm`` are sized by bwrap (``--size``), and the work
+  dir is bounded per file only (a warning says so).
 * ``bwrap`` (isolation ``bwrap``): new pid/net/ipc/uts namespaces, a root made of read-only binds of the
   system and the Python installation only, the work dir bound read-write at ``/sandbox``, a private ``/tmp``,
-  killed with its parent. The task cache (answers) and the user's home are simply not there. As root, the
-  script then runs as ``nobody`` (uid 65534) with no capabilities, so the process limit applies (the kernel
-  exempts uid 0 from it) and nothing outside the work dir is writable.
+  killed with its parent. The task cache (answers) and the user's home are simply not there. The datasets
+  that packages bundle (``bundled_data_dirs``: ``sklearn/datasets/data/iris.csv`` holds test labels) are
+  hidden too: each data folder is covered by an empty tmpfs with only its Python code bound back (so
+  ``import statsmodels.api``, which imports every ``statsmodels.datasets.*``, still works), so neither
+  ``ctypes``/libc nor a ``cat`` subprocess can read them; the tripwire is then only a detector.
+* a seccomp filter (bwrap ``--seccomp``, x86_64 and aarch64): the kernel keyring (state that would outlive
+  the run and reach a later one), new namespaces (nested user namespaces), ``ptrace``, ``bpf``,
+  ``perf_event_open``, ``userfaultfd``, ``io_uring``, mounts and kernel modules fail with ``EPERM``.
+* an unprivileged uid per run (as root): the script runs with no capabilities as a uid leased for the run
+  alone from a dedicated range (``SANDBOX_UID_BASE``; a lock file per uid, held for the run, makes the lease
+  exclusive across processes too). The kernel counts ``RLIMIT_NPROC`` per uid, so each run gets its own
+  ``limits.max_processes`` and a run that holds all of its slots cannot starve a concurrent one; nothing
+  outside the work dir is writable.
 * ``unshare`` (isolation ``unshare``, when bubblewrap is missing): new net and pid namespaces only; the
-  filesystem is the host's, so the tripwire is the only guard of the answers. Weaker: a warning says so.
+  filesystem is the host's, so the tripwire is the only guard of the answers. Weaker: a warning says so, and
+  :attr:`ProcessSandbox.hides_answers` is ``False`` so that training can refuse it.
 * The bootstrap's tripwire (``boot.py``) flags reads of answers and bundled datasets and writes outside the
   work dir; a new session and process group, killed on timeout; a minimal environment with one thread.
+
+Whatever the script leaves behind (a 3000-deep tree of folders included) is removed after the run
+(:func:`~wmrl.environments.sandbox.common.remove_tree`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import fcntl
+import functools
+import itertools
 import logging
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -39,12 +63,25 @@ from wmrl.environments.sandbox.common import (
     finish,
     new_nonce,
     prepare_workdir,
+    remove_tree,
 )
+from wmrl.environments.sandbox.seccomp import seccomp_program
 
 log = logging.getLogger(__name__)
 
 Isolation = Literal["auto", "bwrap", "unshare", "none"]
+# ``nobody``: the uid of backends that cannot lease one per run (docker).
 SANDBOX_UID = 65534
+# ProcessSandbox leases uid (and gid) SANDBOX_UID_BASE + k for one run, k < SANDBOX_UID_COUNT: far above
+# login users, system users and the usual subordinate-uid ranges of rootless containers (100000 + 65536 n).
+SANDBOX_UID_BASE = 1_800_000_000
+SANDBOX_UID_COUNT = 4096
+_UID_LOCK_DIRS = ("/run/wmrl-sandbox-uids", os.path.join(tempfile.gettempdir(), "wmrl-sandbox-uids"))
+_uid_cursor = itertools.count(os.getpid() * 7919)
+# Inodes of the per-run tmpfs: empty files cost kernel memory that ``size=`` does not count.
+_MAX_INODES = 65536
+_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd")
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 _SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
@@ -56,6 +93,9 @@ def sandbox_env(workdir: str) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
+        # The leased uid has no passwd entry: getpass.getuser() (torch, joblib caches) reads these first.
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
         "TMPDIR": f"{workdir}/.tmp",
         "MPLCONFIGDIR": f"{workdir}/.tmp",
         "LANG": "C.UTF-8",
@@ -121,6 +161,139 @@ def resolve_isolation(isolation: Isolation) -> str:
     return isolation
 
 
+def hide_data_args(data_dirs: tuple[str, ...]) -> list[str]:
+    """bwrap arguments that make every data file under ``data_dirs`` unreadable while keeping their code.
+
+    A folder holding data is covered by an empty tmpfs, and what is Python code in it (modules, compiled
+    extensions, ``__pycache__``) is bound back read-only, recursively: the data files are absent, and a data
+    file added by a new package version is hidden by default. Where that takes more mounts than the folder
+    has data files (each mount costs ~1 ms at every start), its data files are covered one by one with
+    ``/dev/null`` instead (present, but empty). Must follow the binds of the Python installation.
+    """
+    args: list[str] = []
+
+    def is_code(entry: os.DirEntry) -> bool:
+        return entry.name.endswith(_CODE_SUFFIXES) and not entry.is_symlink()
+
+    @functools.cache
+    def listing(path: str) -> tuple[list[os.DirEntry], list[os.DirEntry], list[os.DirEntry]]:
+        """(subfolders, code files, other entries) of ``path``."""
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        dirs = [e for e in entries if e.is_dir(follow_symlinks=False)]
+        code = [e for e in entries if e not in dirs and is_code(e)]
+        return dirs, code, [e for e in entries if e not in dirs and e not in code]
+
+    @functools.cache
+    def has_code(path: str) -> bool:
+        dirs, code, _ = listing(path)
+        return bool(code) or any(has_code(d.path) for d in dirs)
+
+    @functools.cache
+    def plan(path: str) -> tuple[str, int]:
+        """How to hide the data of the visible folder ``path`` (``keep``, ``tmpfs``, ``cover``, ``mask``) and
+        how many mounts that takes."""
+        dirs, code, data = listing(path)
+        sub = [(d, plan(d.path)) for d in dirs]
+        if not data and all(how == "keep" for _, (how, _) in sub):
+            return "keep", 0
+        if not has_code(path):
+            return "tmpfs", 1
+        # cover: a tmpfs, the code files and code-holding subfolders bound back, those then hidden in turn
+        cover = 1 + len(code) + sum(1 + n for d, (_, n) in sub if has_code(d.path))
+        mask = len(data) + sum(n for _, (_, n) in sub)  # /dev/null over each data file here
+        return ("cover", cover) if cover <= mask else ("mask", mask)
+
+    def hide(path: str) -> None:
+        how, _ = plan(path)
+        dirs, code, data = listing(path)
+        if how == "tmpfs":
+            args.extend(["--tmpfs", path])
+            return
+        if how == "cover":
+            args.extend(["--tmpfs", path])
+            for entry in code:
+                args.extend(["--ro-bind", entry.path, entry.path])
+            dirs = [d for d in dirs if has_code(d.path)]
+            for d in dirs:
+                args.extend(["--ro-bind", d.path, d.path])
+        elif how == "mask":
+            for entry in data:
+                args.extend(["--ro-bind", "/dev/null", entry.path])
+        for d in dirs:
+            if how != "keep":
+                hide(d.path)
+
+    done: list[str] = []
+    for top in data_dirs:
+        if not any(top == d or top.startswith(d + "/") for d in done):
+            hide(top)
+            done.append(top)
+    return args
+
+
+def _probe_disk_quota(tmp_root: str | None) -> str | None:
+    """None if a size-limited tmpfs can be mounted for each run here, else why not."""
+    key = f"quota:{tmp_root}"
+    if key not in _probe_cache:
+        error = None
+        if os.geteuid() != 0:
+            error = "not root"
+        else:
+            probe = tempfile.mkdtemp(prefix="wmrl-quota-probe-", dir=tmp_root)
+            try:
+                _mount_tmpfs(probe, 1 << 20)
+                _unmount(probe)
+            except OSError as exc:
+                error = f"mount -t tmpfs failed: {exc.strerror}"
+            finally:
+                os.rmdir(probe)
+        _probe_cache[key] = error
+    return _probe_cache[key]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(target: str | Path, size_bytes: int) -> None:
+    opts = f"size={size_bytes},nr_inodes={_MAX_INODES},mode=0700".encode()
+    if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
+
+def _unmount(target: str | Path) -> None:
+    if _libc.umount2(os.fsencode(target), _MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
+
+@contextlib.contextmanager
+def _leased_uid():
+    """A uid in ``SANDBOX_UID_BASE + [0, SANDBOX_UID_COUNT)`` that no other run holds, for one run.
+
+    The lease is an exclusive ``flock`` on a per-uid lock file: exclusive between threads and between
+    processes (several sandboxes, DDP ranks on one host), and released by the kernel if the holder dies.
+    """
+    lock_dir = next((d for d in _UID_LOCK_DIRS if os.path.isdir(os.path.dirname(d))), _UID_LOCK_DIRS[-1])
+    os.makedirs(lock_dir, mode=0o700, exist_ok=True)
+    start = next(_uid_cursor)
+    for k in range(SANDBOX_UID_COUNT):
+        uid = SANDBOX_UID_BASE + (start + k) % SANDBOX_UID_COUNT
+        fd = os.open(os.path.join(lock_dir, f"{uid}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            os.close(fd)  # releases the lock
+        return
+    raise RuntimeError(f"all {SANDBOX_UID_COUNT} sandbox uids are leased (lock files in {lock_dir})")
+
+
 class ProcessSandbox(Sandbox):
     """Local process sandbox (the default backend).
 
@@ -129,7 +302,8 @@ class ProcessSandbox(Sandbox):
             ``none``. An explicit choice that does not work here is an error.
         max_concurrency: runs at once (default: CPU cores); each run gets one thread.
         python: interpreter that runs solutions (default: this one, with the same packages).
-        tmp_root: where per-run work dirs are made (default: the system temp dir).
+        tmp_root: where per-run work dirs are made (default: the system temp dir). As root each run's dir is a
+            tmpfs of ``limits.max_disk_mb`` mounted there, unmounted after the run.
     """
 
     name = "process"
@@ -147,13 +321,35 @@ class ProcessSandbox(Sandbox):
         self.tmp_root = tmp_root
         self.drop_uid = self.isolation == "bwrap" and os.geteuid() == 0
         self.bundled = bundled_data_dirs()
+        self._hide_data = hide_data_args(self.bundled) if self.isolation == "bwrap" else []
+        self.seccomp = seccomp_program() if self.isolation == "bwrap" else None
+        if self.isolation == "bwrap" and self.seccomp is None:
+            log.warning("ProcessSandbox: no seccomp filter for %s; keyring and namespace syscalls stay open",
+                        platform.machine())
+        why_not = _probe_disk_quota(tmp_root)
+        self.disk_quota = why_not is None
+        if not self.disk_quota and self.isolation == "bwrap":
+            log.warning("ProcessSandbox: no size-limited tmpfs per run (%s): /tmp and /dev/shm are bounded by "
+                        "limits.max_disk_mb each, the work dir only per file (limits.max_file_mb)", why_not)
 
     @property
     def description(self) -> str:
-        return self.isolation + ("+uid" if self.drop_uid else "")
+        return self.isolation + "".join(
+            f"+{layer}" for layer, on in (("uid", self.drop_uid), ("seccomp", self.seccomp), ("quota", self.disk_quota))
+            if on
+        )
+
+    @property
+    def hides_answers(self) -> bool:
+        """Whether the script cannot read the answers whatever it does (bubblewrap only). With ``unshare`` or
+        ``none`` it runs on the host filesystem as the host user, and only the tripwire (which sees Python-level
+        reads only) stands between it and the task cache: fine for a demo, not for training."""
+        return self.isolation == "bwrap"
 
     # -- command construction -------------------------------------------------------------------------
-    def _bwrap_prefix(self, workdir: Path) -> list[str]:
+    def _bwrap_prefix(
+        self, workdir: Path, request: ExecutionRequest, uid: int, seccomp_fd: int | None, scratch: Path | None
+    ) -> list[str]:
         cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         cmd += ["--die-with-parent", "--new-session"]
         made: set[str] = set()
@@ -173,25 +369,34 @@ class ProcessSandbox(Sandbox):
         # Fresh /tmp and /dev before the Python installation's binds: bwrap applies these in order, and a tmpfs
         # mounted later would hide an installation that lives under /tmp (a venv in a checkout under /tmp).
         cmd += ["--proc", "/proc", "--dev", "/dev"]
-        cmd += ["--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
+        if scratch is not None:  # on the run's size-limited tmpfs, sharing one budget with the work dir
+            cmd += ["--bind", str(scratch / "shm"), "/dev/shm", "--bind", str(scratch / "tmp"), "/tmp"]
+        else:  # tmpfs pages are host RAM, outside the address-space limit: each gets a size
+            size = str(request.limits.max_disk_mb * 1024 * 1024)
+            for d in ("/dev/shm", "/tmp"):
+                cmd += ["--perms", "1777", "--size", size, "--tmpfs", d]
         python_dirs = {sys.prefix, sys.base_prefix, str(Path(self.python).resolve().parent.parent)}
         if Path(self.python).parent.parent.is_dir():
             python_dirs.add(str(Path(self.python).parent.parent))
         for d in sorted(python_dirs, key=len):
             if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS):
                 cmd += parents(d) + ["--ro-bind", d, d]
+        cmd += self._hide_data
         cmd += ["--perms", "0755", "--dir", "/wmrl", "--ro-bind", str(BOOT_PATH), _INNER_BOOT]
         cmd += ["--bind", str(workdir), _INNER_WORKDIR]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]
         cmd += ["--chdir", _INNER_WORKDIR, "--"]
         if self.drop_uid:
-            cmd += ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups"]
+            cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
             cmd += ["--inh-caps=-all", "--bounding-set=-all", "--"]
         return cmd
 
     def _limits_prefix(self, request: ExecutionRequest) -> list[str]:
         limits = request.limits
-        # The per-uid process count is shared by concurrent runs (all run as one uid).
-        nproc = limits.max_processes * self.max_concurrency
+        # RLIMIT_NPROC counts every process of the real uid. A dropped run has a uid of its own; otherwise the
+        # host user's processes (concurrent runs included) share the count.
+        nproc = limits.max_processes if self.drop_uid else limits.max_processes * self.max_concurrency
         return [
             "prlimit",
             f"--as={limits.memory_mb * 1024 * 1024}",
@@ -203,12 +408,26 @@ class ProcessSandbox(Sandbox):
             "--",
         ]
 
-    def command(self, workdir: Path, request: ExecutionRequest, nonce: str) -> tuple[list[str], str]:
-        """The full command line and the work dir path the script sees."""
+    def command(
+        self,
+        workdir: Path,
+        request: ExecutionRequest,
+        nonce: str,
+        *,
+        uid: int = SANDBOX_UID,
+        seccomp_fd: int | None = None,
+        scratch: Path | None = None,
+    ) -> tuple[list[str], str]:
+        """The full command line and the work dir path the script sees.
+
+        ``uid``: the uid the script runs as (when root drops to one); ``seccomp_fd``: an inheritable fd holding
+        :func:`~wmrl.environments.sandbox.seccomp.seccomp_program`; ``scratch``: a folder with ``tmp/`` and ``shm/`` on the run's size-limited
+        tmpfs (else bwrap makes sized ones).
+        """
         forbidden = tuple(request.forbidden) + self.bundled
         if self.isolation == "bwrap":
             inner = _INNER_WORKDIR
-            prefix = self._bwrap_prefix(workdir)
+            prefix = self._bwrap_prefix(workdir, request, uid, seccomp_fd, scratch)
             boot = _INNER_BOOT
         else:
             inner = str(workdir)
@@ -220,10 +439,13 @@ class ProcessSandbox(Sandbox):
     # -- running ----------------------------------------------------------------------------------------
     def run(self, request: ExecutionRequest) -> ExecutionResult:
         root = Path(tempfile.mkdtemp(prefix="wmrl-run-", dir=self.tmp_root))
-        workdir = root / "work"
-        workdir.mkdir()
+        mounted = False
         try:
-            return self._run_in(workdir, request)
+            if self.disk_quota:
+                _mount_tmpfs(root, request.limits.max_disk_mb * 1024 * 1024)
+                mounted = True
+            with _leased_uid() if self.drop_uid else contextlib.nullcontext(os.geteuid()) as uid:
+                return self._run_in(root, request, uid, scratch=root if mounted else None)
         except Exception as exc:  # noqa: BLE001 - a sandbox failure is an infrastructure error, never a reward
             log.exception("ProcessSandbox failed on %s", request.label)
             return ExecutionResult(
@@ -234,28 +456,54 @@ class ProcessSandbox(Sandbox):
                 isolation=self.description,
             )
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            self._remove_root(root, mounted)
 
-    def _run_in(self, workdir: Path, request: ExecutionRequest) -> ExecutionResult:
+    @staticmethod
+    def _remove_root(root: Path, mounted: bool) -> None:
+        """Drop everything the run wrote; a failure here is logged, never the run's outcome."""
+        try:
+            if mounted:
+                _unmount(root)  # the tmpfs and all of its files go at once, however deep
+            remove_tree(root)
+        except OSError:
+            log.exception("ProcessSandbox could not remove %s", root)
+
+    def _run_in(self, root: Path, request: ExecutionRequest, uid: int, scratch: Path | None) -> ExecutionResult:
+        workdir = root / "work"
+        workdir.mkdir()
         prepare_workdir(workdir, request)
+        if scratch is not None:
+            for name in ("tmp", "shm"):
+                (scratch / name).mkdir()
+                os.chmod(scratch / name, 0o1777)
         if self.drop_uid:
             for path in [workdir, *workdir.rglob("*")]:
-                os.lchown(path, SANDBOX_UID, SANDBOX_UID)
+                os.lchown(path, uid, uid)
         nonce = new_nonce()
-        cmd, inner = self.command(workdir, request, nonce)
-        out, err = TailBuffer(request.limits.output_tail_bytes), TailBuffer(request.limits.output_tail_bytes)
-        # The start marker must survive an stderr flood: keep the first bytes of stderr regardless.
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=workdir,
-            env=sandbox_env(inner),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        seccomp_fd = None
+        if self.seccomp is not None:
+            seccomp_fd = os.memfd_create("wmrl-seccomp")  # close-on-exec, but passed to bwrap by pass_fds
+            os.write(seccomp_fd, self.seccomp)
+            os.lseek(seccomp_fd, 0, os.SEEK_SET)
+        try:
+            cmd, inner = self.command(workdir, request, nonce, uid=uid, seccomp_fd=seccomp_fd, scratch=scratch)
+            out, err = TailBuffer(request.limits.output_tail_bytes), TailBuffer(request.limits.output_tail_bytes)
+            # The start marker must survive an stderr flood: keep the first bytes of stderr regardless.
+            start = time.monotonic()
+            proc = subprocess.Popen(
+                cmd,
+                cwd=workdir,
+                env=sandbox_env(inner),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+            )
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
         readers = [
             threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
             threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
