@@ -1,4 +1,5 @@
-"""The shipped AutoResearch suite: coverage, leakage rules, builds, and exact reproduction of leaderboards."""
+"""The shipped AutoResearch suite: coverage, leakage rules, builds, and reproduction of leaderboards (exact on the
+recording machine, within each model family's tolerance and at the same rank on another CPU)."""
 
 from __future__ import annotations
 
@@ -66,9 +67,11 @@ def test_every_reference_solution_reproduces_its_recorded_score(suite, process_s
     env = SandboxEnvironment(suite, process_sandbox, use_log=False)
     runs = run_references(env, suite.build())
     assert len(runs) >= 8 * len(TASKS)
-    bad = [(r.task_id, r.name, r.outcome.status.value, r.outcome.score, r.recorded) for r in runs if not r.reproduced]
-    assert bad == []
     assert all(r.outcome.status.value == "valid" for r in runs)
+    bad = [(r.task_id, r.name, r.outcome.score, r.recorded, r.verdict[1]) for r in runs if not r.reproduced]
+    assert bad == []
+    tolerated = [(r.task_id, r.name, r.verdict[1]) for r in runs if r.verdict[0].value == "tolerated"]
+    print(f"{len(runs) - len(tolerated)} exact, {len(tolerated)} tolerated: {tolerated}")
 
 
 def test_import_wmrl_callbacks_needs_no_model_stack():
