@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 # Tables stay readable when piped or logged (rich assumes 80 columns without a terminal).
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -117,18 +119,31 @@ def cmd_tasks_build(args) -> None:
 def cmd_tasks_check(args) -> None:
     suite = _suite(args)
     ids = _ids(args, suite)
+    from wmrl.tasks.references_run import Reproduction
+
     runs = _run_references(args, suite, ids, record=False)
-    bad = [r for r in runs if not r.reproduced]
+    verdicts = [r.verdict for r in runs]
+    tolerated = [(r, why) for r, (v, why) in zip(runs, verdicts, strict=True) if v is Reproduction.TOLERATED]
+    bad = [(r, why) for r, (v, why) in zip(runs, verdicts, strict=True) if v is Reproduction.DIFFERS]
+    exact = len(runs) - len(tolerated) - len(bad)
+    out.print(f"{exact} exact, {len(tolerated)} within tolerance (same rank, another machine's floats), "
+              f"{len(bad)} differ", markup=False)
+    for r, why in tolerated:
+        out.print(f"  tolerated {r.task_id}/{r.name}: {why}", markup=False)
     if bad:
-        raise CliError(f"{len(bad)} of {len(runs)} reference solutions did not reproduce their recorded score")
+        lines = "; ".join(f"{r.task_id}/{r.name}: {why}" for r, why in bad)
+        raise CliError(f"{len(bad)} of {len(runs)} reference solutions did not reproduce their recorded score: {lines}")
 
 
 def _run_references(args, suite, ids, record: bool):
     from wmrl.environments.real import SandboxEnvironment
-    from wmrl.tasks.references_run import run_references
+    from wmrl.tasks.references_run import relative_difference, run_references
 
     tasks = suite.build(ids)
-    env = SandboxEnvironment(suite, _sandbox(args), use_log=False)
+    # Reference solutions are the kit's own trusted scripts: a weak isolation may run them (it is warned about).
+    sandbox = _sandbox(args)
+    _warn_if_weak(sandbox, "reference solutions are trusted, so they run anyway")
+    env = SandboxEnvironment(suite, sandbox, use_log=False, allow_weak_isolation=True)
     total = sum(len(t.references()) for t in tasks)
     with _progress() as progress:
         bar = progress.add_task("recording references" if record else "running references", total=total, last="")
@@ -139,14 +154,21 @@ def _run_references(args, suite, ids, record: bool):
         runs = run_references(env, tasks, on_done=done, record=record)
     env.close()
     table = Table(title="reference solutions" + (" (recorded)" if record else ""))
-    for col in ("task", "solution", "status", "score", "recorded", "position", "seconds"):
-        table.add_column(col, justify="right" if col in ("score", "recorded", "position", "seconds") else "left")
+    numeric = ("score", "recorded", "rel. diff", "position", "seconds")
+    for col in ("task", "solution", "status", *numeric[:3], "reproduction", *numeric[3:]):
+        table.add_column(col, justify="right" if col in numeric else "left")
     for r in runs:
         o = r.outcome
         fmt = lambda v: "" if v is None else f"{v:.6g}"  # noqa: E731
-        status = o.status.value if record or r.reproduced else f"[red]{o.status.value} (differs)[/red]"
-        table.add_row(r.task_id, r.name, status, fmt(o.score), fmt(r.recorded), "" if record else fmt(o.position),
-                      f"{o.wall_seconds:.1f}")
+        if record:
+            verdict, diff = "", ""
+        else:
+            verdict = r.verdict[0].value
+            verdict = {"differs": "[red]differs[/red]", "tolerated": "[yellow]tolerated[/yellow]"}.get(verdict, verdict)
+            both = o.score is not None and r.recorded is not None
+            diff = f"{relative_difference(o.score, r.recorded):.1e}" if both else ""
+        table.add_row(r.task_id, r.name, o.status.value, fmt(o.score), fmt(r.recorded), diff, verdict,
+                      "" if record else fmt(o.position), f"{o.wall_seconds:.1f}")
     out.print(table)
     return runs
 
@@ -164,14 +186,56 @@ def read_script(path: str) -> str:
         ) from None
 
 
+# Terminal escape sequences (CSI: colours, clear screen; OSC: clipboard writes, titles; other ESC pairs), then
+# every other control character but newline and tab.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    r"""``text`` with terminal escape sequences and control characters removed (newlines and tabs kept).
+
+    What a solution prints reaches the user's terminal through the feedback: an escape sequence there could
+    clear the screen, rewrite the clipboard (OSC 52) or hide lines.
+
+    >>> printable("ok\x1b]52;c;SGVsbG8=\x07 \x1b[2Jdone\r\n\tnext\x07")
+    'ok done\n\tnext'
+    """
+    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
+
+
+def _plain(value: object) -> Text:
+    """A table cell that rich shows as it is: no markup (brackets in a path or a column name), no escapes."""
+    return Text(printable(str(value)))
+
+
+def _warn_if_weak(sandbox, consequence: str) -> None:
+    """Say so when a process sandbox cannot hide the answers (``--isolation unshare|none``, or no bubblewrap)."""
+    from wmrl.environments.sandbox import ProcessSandbox
+
+    if isinstance(sandbox, ProcessSandbox) and not sandbox.hides_answers:
+        console.print(
+            Text(
+                f"warning: --isolation {sandbox.isolation}: scripts run as you on this machine's filesystem "
+                f"and can read the hidden answers; {consequence}. Install bubblewrap "
+                "(apt-get install bubblewrap) or use --sandbox docker.",
+                style="yellow",
+            )
+        )
+
+
 def cmd_exec(args) -> None:
     from wmrl.environments.real import SandboxEnvironment
 
     script = read_script(args.script)
     suite = _suite(args)
     suite.spec(args.task_id)
-    env = SandboxEnvironment(suite, _sandbox(args), use_cache=not args.no_cache, timeout_s=args.timeout)
-    with console.status(f"running {args.script} on {args.task_id} ({env.sandbox.name} sandbox)"):
+    sandbox = _sandbox(args)
+    _warn_if_weak(sandbox, "run only scripts you trust")
+    # `wmrl exec` runs the user's own script: weak isolation is their choice, and it was warned about above.
+    env = SandboxEnvironment(suite, sandbox, use_cache=not args.no_cache, timeout_s=args.timeout,
+                             allow_weak_isolation=True)
+    with console.status(Text(f"running {printable(args.script)} on {args.task_id} ({env.sandbox.name} sandbox)")):
         outcome = env.execute(args.task_id, script)
     env.close()
     if args.json:
@@ -180,12 +244,12 @@ def cmd_exec(args) -> None:
     table = Table(show_header=False)
     for key in ("status", "reward", "score", "position", "wall_seconds", "validation_score", "cached", "error"):
         value = getattr(outcome, key)
-        table.add_row(key, str(value.value if hasattr(value, "value") else value))
+        table.add_row(key, _plain(value.value if hasattr(value, "value") else value))
     if outcome.flags:
-        table.add_row("flags", "; ".join(outcome.flags))
+        table.add_row("flags", _plain("; ".join(outcome.flags)))
     out.print(table)
     out.print("[bold]feedback[/bold]")
-    out.print(outcome.feedback, markup=False, highlight=False)
+    out.print(_plain(outcome.feedback), highlight=False)
 
 
 def cmd_report(args) -> None:
@@ -299,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.fn(args)
     except (CliError, UnknownTaskError, TaskCacheError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        # The message can quote what the user typed (a path with brackets): shown as text, never as markup.
+        console.print(Text.assemble(("error:", "red"), " ", printable(str(exc))), highlight=False)
         return 2
     return 0
 

@@ -4,17 +4,30 @@ A record holds the task, the script and its hash, the outcome, the wall seconds,
 package versions. It is the world model's calibration and evaluation data later, so nothing is dropped:
 infrastructure failures are logged too (and never served from the cache, so they are retried).
 
-Identical (task data, script, limits) executions are served from the cache: the outcome comes back with
-``cached=True`` and the wall seconds of the original run, which is what the execution really costs.
+Identical (task data, script, limits, sandbox) executions are served from the cache: the outcome comes back
+with ``cached=True`` and the wall seconds of the original run, which is what the execution really costs.
+
+A record served from the cache becomes a reward, so every record carries an HMAC (``mac``) under a secret key
+kept beside the log (``.log_key``, mode 0600, made on first use). A line appended by anything that lacks the
+key - a solution that reached the log file, an older kit's log - still parses for :meth:`ExecutionLog.records`
+(the learned world model's data), but it is never served from the cache; such lines are counted in
+``ExecutionLog.unverified`` and reported once per read. The key only protects the log from what cannot read
+it: the bubblewrap and docker sandboxes cannot see the cache dir at all, while a run with weak isolation
+(``ProcessSandbox(isolation="unshare" | "none")``, the host user on the host filesystem) could read the key as
+well as the answers, which is why training refuses those isolations
+(:class:`~wmrl.environments.real.SandboxEnvironment`).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import json
 import logging
+import os
 import platform
+import secrets
 import threading
 import time
 from functools import cache
@@ -43,9 +56,38 @@ def script_sha256(script: str) -> str:
     return hashlib.sha256(script.encode("utf-8")).hexdigest()
 
 
-def cache_key(task_id: str, data_hash: str, script: str, limits: tuple) -> str:
-    blob = json.dumps([task_id, data_hash, script_sha256(script), list(limits)])
+def cache_key(task_id: str, data_hash: str, script: str, limits: tuple, backend: str = "") -> str:
+    """The cache key of one execution. ``backend`` names the sandbox and its isolation (``process/bwrap+uid``):
+    an outcome observed under one backend is not served to another, whose limits and isolation differ."""
+    blob = json.dumps([task_id, data_hash, script_sha256(script), list(limits), backend])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+KEY_NAME = ".log_key"
+
+
+def log_key(path: Path) -> bytes:
+    """The secret key at ``path``, made there (mode 0600, exclusively) if it does not exist yet."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(200):
+            key = path.read_bytes().strip()
+            if key:
+                if path.stat().st_mode & 0o077:
+                    log.warning("%s is readable by other users: chmod 600 it (it authenticates the cache)", path)
+                return key
+            time.sleep(0.01)  # another process has just created it and is writing it
+        raise RuntimeError(f"{path} is empty: delete it and a new key will be made") from None
+    key = secrets.token_hex(32).encode()
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
+
+
+def _mac(key: bytes, record: dict) -> str:
+    body = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 class ExecutionLog:
@@ -53,22 +95,36 @@ class ExecutionLog:
 
     Args:
         path: the JSONL file (created if missing). Safe to share between processes (appends are locked).
-        use_cache: serve repeated (task, script, limits) executions from the log.
+        use_cache: serve repeated (task, script, limits, sandbox) executions from the log.
+        key_path: the secret that authenticates records (default ``.log_key`` beside ``path``); only records
+            whose MAC verifies under it are served from the cache.
+
+    Attributes:
+        unverified: records read so far whose MAC is missing or wrong (never served from the cache).
     """
 
-    def __init__(self, path: str | Path, use_cache: bool = True) -> None:
+    def __init__(self, path: str | Path, use_cache: bool = True, key_path: str | Path | None = None) -> None:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.use_cache = use_cache
+        self._key = log_key(Path(key_path).expanduser() if key_path is not None else self.path.parent / KEY_NAME)
         self._lock = threading.Lock()
         self._cache: dict[str, Outcome] = {}
         self._offset = 0
+        self.unverified = 0
         self._refresh()
+
+    def verified(self, record: dict) -> bool:
+        """Whether ``record`` (as read from the log, ``mac`` included) was written with this log's key."""
+        mac = record.get("mac")
+        body = {k: v for k, v in record.items() if k != "mac"}
+        return isinstance(mac, str) and hmac.compare_digest(mac, _mac(self._key, body))
 
     def _refresh(self) -> None:
         """Index records appended since the last read (also by other processes)."""
         if not self.path.exists():
             return
+        unverified = 0
         with open(self.path, "rb") as f:
             f.seek(self._offset)
             for lineno, line in enumerate(f, 1):
@@ -78,11 +134,20 @@ class ExecutionLog:
                 try:
                     record = json.loads(line)
                     outcome = Outcome.from_dict(record["outcome"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
                     log.warning("%s: skipping unreadable record near line %d (%s)", self.path, lineno, exc)
+                    continue
+                if not self.verified(record):
+                    unverified += 1  # forged, damaged or from a log without keys: never a reward
                     continue
                 if not outcome.missing and "key" in record:
                     self._cache[record["key"]] = outcome
+        if unverified:
+            self.unverified += unverified
+            log.warning(
+                "%s: %d record(s) whose MAC does not verify under %s are not served from the cache "
+                "(written without the key: an older log, or forged)", self.path, unverified, KEY_NAME,
+            )
 
     def lookup(self, key: str) -> Outcome | None:
         if not self.use_cache:
@@ -108,6 +173,7 @@ class ExecutionLog:
             "isolation": isolation,
             "packages": package_versions(),
         }
+        record["mac"] = _mac(self._key, record)
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock, open(self.path, "ab") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
@@ -118,13 +184,16 @@ class ExecutionLog:
             if not outcome.missing:
                 self._cache[key] = outcome
 
-    def records(self) -> list[dict]:
-        """All records, oldest first (unreadable lines skipped)."""
+    def records(self, verified_only: bool = False) -> list[dict]:
+        """All records, oldest first (unreadable lines skipped; with ``verified_only``, also those whose MAC
+        does not verify)."""
         out = []
         with open(self.path, encoding="utf-8") as f:
             for line in f:
                 try:
-                    out.append(json.loads(line))
+                    record = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                if not verified_only or (isinstance(record, dict) and self.verified(record)):
+                    out.append(record)
         return out

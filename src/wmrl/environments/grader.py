@@ -3,11 +3,15 @@
 The order of checks mirrors what a real run reveals first: the sandbox failing (infra, no reward), a
 tripwire (flagged), the time limit, a crash, then the submission: present, well-formed, every test id once,
 predictions of the right kind, then the hidden-answer metric and the leaderboard position. A grader crash is
-an infrastructure failure (missing), never a reward of 0.
+an infrastructure failure (missing), never a reward of 0; so whatever a submission holds must end in a grade:
+its shape is checked in linear time before pandas parses it (no stall of the host), a metric it overflows is
+an invalid submission, and every message it can fill is capped (:func:`cap`) before it reaches the execution
+log and the agent's next prompt.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import logging
 import math
@@ -25,6 +29,35 @@ _VALIDATION = re.compile(r"VALIDATION_SCORE\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[e
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(:\s.*)?$")
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration")
 _FEEDBACK_LINES = 40
+# Everything the script controls is bounded before it reaches the execution log and the agent's next prompt.
+MAX_FEEDBACK_CHARS = 4000
+MAX_ERROR_CHARS = 2000
+_MAX_PROBLEM_CHARS = 500
+_SUBMISSION_COLUMNS = ["id", "prediction"]
+# The header ``id,prediction`` is 13 bytes and a row a few dozen; pandas' parsing time grows with the square of
+# the column count, so a submission's shape is checked with the csv module before pandas ever sees it.
+_MAX_HEADER_BYTES = 1024
+_MAX_BYTES_PER_ROW = 1024
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, keeping its head and its tail (where a traceback's
+    exception line is) around a note of how much was left out.
+
+    >>> cap("short", 100)
+    'short'
+    >>> capped = cap("a" * 500 + "b" * 500, 100)
+    >>> len(capped) <= 100, capped[:3], capped[-3:]
+    (True, 'aaa', 'bbb')
+    """
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text)} characters, cut to {limit} ...]\n"
+    keep = limit - len(marker)
+    if keep < 2:
+        return text[:limit]
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head):]
 
 
 def check_script(script: str | None) -> Outcome | None:
@@ -70,10 +103,14 @@ def _tail(text: str, lines: int = _FEEDBACK_LINES) -> str:
 
 
 def _outcome(status: Status, result: ExecutionResult, stdout: str, feedback: str, **kw) -> Outcome:
+    if kw.get("error") is not None:
+        kw["error"] = cap(kw["error"], MAX_ERROR_CHARS)
+    if "flags" in kw:
+        kw["flags"] = tuple(cap(flag, _MAX_PROBLEM_CHARS) for flag in kw["flags"])
     return Outcome(
         status=status,
         reward=ladder_reward(status, kw.pop("position", None)) if status is not Status.VALID else kw.pop("reward"),
-        feedback=feedback,
+        feedback=cap(feedback, MAX_FEEDBACK_CHARS),
         wall_seconds=result.wall_seconds,
         source=Source.REAL,
         validation_score=validation_score(stdout),
@@ -93,7 +130,7 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
             None,
             feedback="The execution environment failed before the script could finish; this run is not scored.",
             wall_seconds=result.wall_seconds,
-            error=f"infra: {result.infra_error}"[:2000],
+            error=cap(f"infra: {result.infra_error}", MAX_ERROR_CHARS),
             stdout_tail=stdout,
             stderr_tail=result.stderr_tail,
         )
@@ -103,7 +140,7 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
             result,
             stdout,
             "Execution stopped: the script accessed something it may not ("
-            + "; ".join(result.tripwires)
+            + "; ".join(cap(t, _MAX_PROBLEM_CHARS) for t in result.tripwires)
             + "). Solutions may only read the files in public/ and write in the working directory.",
             flags=tuple(result.tripwires),
             error="tripwire",
@@ -136,18 +173,73 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
             None,
             feedback="The grader failed; this run is not scored.",
             wall_seconds=result.wall_seconds,
-            error=f"infra: grader crashed: {type(exc).__name__}: {exc}"[:2000],
+            error=cap(f"infra: grader crashed: {type(exc).__name__}: {exc}", MAX_ERROR_CHARS),
             stdout_tail=stdout,
             stderr_tail=result.stderr_tail,
         )
 
 
 def _no_sub(result: ExecutionResult, stdout: str, secs: str, why: str) -> Outcome:
+    why = cap(why, _MAX_PROBLEM_CHARS)  # a parser's message can quote the whole offending line
     feedback = f"{_tail(stdout, 20)}\nThe script finished in {secs} but {why}".lstrip()
     return _outcome(Status.RAN_NO_SUB, result, stdout, feedback, error=why)
 
 
+def _shown(columns: list, limit: int = 5) -> str:
+    """A column list as the agent sees it: the first ``limit`` names and how many there are in all."""
+    if len(columns) <= limit:
+        return repr(columns)
+    return f"{len(columns)} columns, starting {columns[:limit]!r}"
+
+
+def submission_shape_problem(raw: bytes, n_rows: int) -> str | None:
+    r"""Why ``raw`` cannot be a ``submission.csv`` of ``n_rows`` rows, found in linear time before pandas reads it.
+
+    pandas spends minutes on a header-only file of 50,000 columns, and tens of seconds on one row of 50,000
+    fields, on the host that grades every rollout. So the shape is checked first, cheapest check first: a
+    header line of at most 1 KB that is exactly ``id,prediction``, at most 1 KB per test row on average, not
+    wildly more lines than test rows, and every row two fields (read with the csv module, which is linear).
+    ``None`` when pandas may parse it.
+
+    >>> submission_shape_problem(b"id,prediction\n0,1\n\n", 1) is None
+    True
+    >>> submission_shape_problem(b",".join(b"c%d" % i for i in range(50)) + b"\n", 1)
+    "submission.csv has columns 50 columns, starting ['c0', 'c1', 'c2', 'c3', 'c4']; expected ['id', 'prediction']."
+    >>> submission_shape_problem(b"id,prediction\n0,1,2\n", 1)
+    'submission.csv line 2 has 3 fields; expected 2 (id,prediction).'
+    """
+    expected = ",".join(_SUBMISSION_COLUMNS)
+    end = raw.find(b"\n", 0, _MAX_HEADER_BYTES + 1)
+    if end == -1 and len(raw) > _MAX_HEADER_BYTES:
+        start = raw[:40].decode("utf-8", "replace")
+        return (f"submission.csv's first line is longer than {_MAX_HEADER_BYTES} bytes (it starts {start!r}); "
+                f"expected the header {expected}.")
+    try:
+        line = raw[: len(raw) if end == -1 else end].decode("utf-8-sig").rstrip("\r")
+        header = next(csv.reader([line]), [])
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return f"submission.csv's header line could not be read ({type(exc).__name__}: {exc})."
+    if header != _SUBMISSION_COLUMNS:
+        return f"submission.csv has columns {_shown(header)}; expected {_SUBMISSION_COLUMNS}."
+    if len(raw) > (n_rows + 1) * _MAX_BYTES_PER_ROW:
+        return f"submission.csv is {len(raw)} bytes: over 1 KB per row for the {n_rows} rows of test.csv."
+    lines = raw.count(b"\n")
+    if lines > 2 * n_rows + 100:
+        return f"submission.csv has {lines} lines; test.csv has {n_rows} rows (one line each, after the header)."
+    try:
+        rows = csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline=""))
+        next(rows)
+        for row in rows:
+            if row and len(row) != len(_SUBMISSION_COLUMNS):
+                return (f"submission.csv line {rows.line_num} has {len(row)} fields; "
+                        f"expected {len(_SUBMISSION_COLUMNS)} ({expected}).")
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return f"submission.csv could not be read as CSV ({type(exc).__name__}: {exc})."
+    return None
+
+
 def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str) -> Outcome:
+    import numpy as np
     import pandas as pd
 
     from wmrl.tasks.metrics import METRICS, validate_prediction
@@ -157,16 +249,19 @@ def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, sec
     raw = result.files.get("submission.csv")
     if raw is None:
         return _no_sub(result, stdout, secs, "wrote no submission.csv in the working directory.")
+    answers = pd.read_csv(task.answers_path)
+    expected = answers["id"]
+    problem = submission_shape_problem(raw, len(expected))
+    if problem is not None:
+        return _no_sub(result, stdout, secs, problem)
     try:
         sub = pd.read_csv(io.BytesIO(raw))
     except Exception as exc:  # noqa: BLE001 - any parse failure is the script's
         return _no_sub(result, stdout, secs, f"submission.csv could not be read as CSV ({type(exc).__name__}: {exc}).")
-    if list(sub.columns) != ["id", "prediction"]:
+    if list(sub.columns) != _SUBMISSION_COLUMNS:
         return _no_sub(
-            result, stdout, secs, f"submission.csv has columns {list(sub.columns)}; expected ['id', 'prediction']."
+            result, stdout, secs, f"submission.csv has columns {_shown(list(sub.columns))}; expected {_SUBMISSION_COLUMNS}."
         )
-    answers = pd.read_csv(task.answers_path)
-    expected = answers["id"]
     if len(sub) != len(expected):
         return _no_sub(result, stdout, secs, f"submission.csv has {len(sub)} rows; test.csv has {len(expected)}.")
     if sub["id"].duplicated().any():
@@ -178,9 +273,17 @@ def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, sec
     prediction, problem = validate_prediction(metric, aligned, set(task.labels) if task.labels else None)
     if problem is not None:
         return _no_sub(result, stdout, secs, f"its predictions are invalid: {problem}")
-    score = float(metric.fn(answers, prediction))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        score = float(metric.fn(answers, prediction))
     if not math.isfinite(score):
-        raise ValueError(f"metric {metric.name} returned {score}")
+        # Finite but huge predictions (1e200 on rmse) overflow the metric. That is the submission's doing, so it
+        # is graded (ran, no valid submission), never an infrastructure error: a missing reward would let a
+        # policy dodge every bad grade by writing huge numbers.
+        return _no_sub(
+            result, stdout, secs,
+            f"the metric ({metric.name}) is not finite ({score}): predictions overflow; "
+            "keep predictions on the scale of the target.",
+        )
     if not task.leaderboard:
         raise ValueError(f"task {task.id} has no recorded leaderboard (wmrl tasks build {task.id} --record)")
     position = leaderboard_position(score, list(task.leaderboard.values()), metric.higher_is_better)

@@ -4,7 +4,7 @@
     outcome = env.execute("smoke_iris", script)     # -> Outcome(status, reward, score, position, ...)
 
 The deterministic gate (no code, syntax error) answers without running anything. Every execution is
-logged; repeated (task, script, limits) executions come from the log's cache.
+logged; repeated (task, script, limits, sandbox) executions come from the log's cache.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from wmrl.environments.execution_log import ExecutionLog, cache_key
 from wmrl.environments.grader import check_script, grade
 from wmrl.environments.sandbox.base import ExecutionRequest, Sandbox, SandboxLimits
+from wmrl.environments.sandbox.process import ProcessSandbox
 from wmrl.tasks.build import STARTER_HEADING, BuiltTask
 from wmrl.tasks.suite import TaskSuite
 from wmrl.types import Outcome, Source
@@ -42,6 +43,13 @@ class SandboxEnvironment:
             reference solution, or ``heavy_boosting``: the heavy execution tier of ``benchmarks/speedup.py``, a
             long gradient-boosting run in the baseline's shape, so that execution costs what it does in heavy
             AutoResearch work.
+        allow_weak_isolation: accept a sandbox that cannot hide the answers: ``ProcessSandbox`` with
+            isolation ``unshare`` or ``none`` (what ``auto`` falls back to without bubblewrap) runs the script as
+            the host user on the host filesystem, where it can read the answers and write the execution log.
+            Only for scripts you trust (your own); training on a policy's scripts must not set it.
+
+    Raises:
+        ValueError: the sandbox cannot hide the answers and ``allow_weak_isolation`` is not set.
     """
 
     source = Source.REAL
@@ -55,13 +63,22 @@ class SandboxEnvironment:
         use_cache: bool = True,
         timeout_s: float | None = None,
         starter_solution: str = "linear_baseline",
+        allow_weak_isolation: bool = False,
     ) -> None:
         self.suite = suite or TaskSuite()
         self.starter_solution = starter_solution
         if sandbox is None:
-            from wmrl.environments.sandbox import ProcessSandbox
-
             sandbox = ProcessSandbox()
+        # Only bubblewrap (and docker) keep the task cache out of the script's reach; the tripwire alone is a
+        # detector that ctypes or a subprocess walks past. (`hides_answers` could move to the Sandbox base.)
+        if isinstance(sandbox, ProcessSandbox) and not sandbox.hides_answers and not allow_weak_isolation:
+            raise ValueError(
+                f"model.init_args.environment.init_args.sandbox: ProcessSandbox isolation {sandbox.isolation!r} "
+                "runs solutions as the host user on the host filesystem, where they can read the hidden answers "
+                "and forge the execution log. Install bubblewrap (apt-get install bubblewrap) or use the docker "
+                "sandbox (wmrl.environments.sandbox.docker.DockerSandbox); pass "
+                "model.init_args.environment.init_args.allow_weak_isolation=true only for trusted scripts."
+            )
         self.sandbox = sandbox
         self.timeout_s = timeout_s
         path = log_path if log_path is not None else self.suite.cache_dir / "executions.jsonl"
@@ -139,7 +156,11 @@ class SandboxEnvironment:
 
     def _key(self, task: BuiltTask, script: str) -> str:
         limits = self.limits(task)
-        return cache_key(task.id, task.data_hash, script, (limits.timeout_s, limits.memory_mb))
+        # The backend and its isolation are part of the key: an outcome seen under one sandbox is not
+        # another's (limits and isolation differ), and a record from a weakly isolated run is never served to a
+        # strongly isolated one.
+        backend = f"{self.sandbox.name}/{getattr(self.sandbox, 'description', '')}"
+        return cache_key(task.id, task.data_hash, script, (limits.timeout_s, limits.memory_mb), backend)
 
     def close(self) -> None:
         self.sandbox.close()

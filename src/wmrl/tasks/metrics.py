@@ -27,7 +27,9 @@ class Metric:
     Attributes:
         name: key in :data:`METRICS`.
         fn: ``fn(answers, prediction) -> float``. ``answers`` holds ``id`` and the task's target columns, row
-            aligned with ``prediction`` (a 1-D array already checked by :func:`validate_prediction`).
+            aligned with ``prediction`` (a 1-D array already checked by :func:`validate_prediction`). Finite
+            but huge predictions can overflow it to ``inf`` or ``nan`` (``rmse`` of 1e200): the grader scores
+            that as an invalid submission, the agent's doing, never as a grader failure.
         higher_is_better: direction of the score.
         prediction: what the ``prediction`` column must hold: ``label``, ``probability`` of the positive
             class, ``real``, ``positive`` real, or a survival ``risk`` score (higher = earlier event).

@@ -7,6 +7,14 @@ scores as :class:`~wmrl.environments.sandbox.process.ProcessSandbox`, and the bu
 same paths). The work dir is bound read-write at ``/sandbox`` and the bootstrap read-only at
 ``/wmrl/boot.py``. The task cache (answers) and the user's home are simply not there.
 
+The Python installation carries datasets inside its packages (``sklearn/datasets/data/iris.csv``: test labels
+for any task built from them). The bootstrap's audit-hook tripwire only sees reads made through Python, not
+through ``ctypes`` or a ``cat`` subprocess, so those files are hidden at the mount level (see
+:func:`data_cover`) and the tripwire is left to detect attempts: a directory holding only data is covered by
+an empty read-only tmpfs, and a data file that sits beside Python modules (``statsmodels.datasets.*`` and
+``lifelines.datasets`` are imported by ``statsmodels.api`` and ``lifelines`` themselves) is covered by a
+read-only bind of ``/dev/null``, so the packages still import while their data read as empty.
+
 Layers, from the outside in:
 
 * the engine: no network, read-only root, uid/gid 65534, no capabilities, ``no-new-privileges``, a memory
@@ -28,7 +36,6 @@ import hashlib
 import io
 import logging
 import os
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -49,6 +56,7 @@ from wmrl.environments.sandbox.common import (
     finish,
     new_nonce,
     prepare_workdir,
+    remove_tree,
 )
 from wmrl.environments.sandbox.process import SANDBOX_UID, sandbox_env
 
@@ -62,6 +70,8 @@ _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _MISSING_SDK = "DockerSandbox needs the docker SDK: pip install 'wmrl[docker]'"
 _CONTROL_TIMEOUT_S = 60
+# Files Python imports: kept visible inside bundled-data folders so that the packages still import.
+_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
 def _import_docker():
@@ -111,6 +121,34 @@ def pick_engine(free_slots: Sequence[int]) -> int | None:
     """
     best = max(range(len(free_slots)), key=lambda i: (free_slots[i], -i), default=None)
     return best if best is not None and free_slots[best] > 0 else None
+
+
+def data_cover(data_dirs: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What to mount over bundled datasets so that no process in the container can read them.
+
+    Returns ``(dirs, files)``: folders under ``data_dirs`` (or the folders themselves) with no Python code
+    anywhere below them, to cover whole with an empty tmpfs, and the data files that share a folder with
+    Python code, to cover one by one (covering their folder would break the imports of the packages that
+    import those modules, e.g. ``statsmodels.api`` imports every ``statsmodels.datasets.*``).
+    """
+    dirs: list[str] = []
+    files: list[str] = []
+    for top in data_dirs:
+        if any(top == d or top.startswith(d + "/") for d in dirs):
+            continue
+        for root, subdirs, names in os.walk(top):
+            has_code = any(n.endswith(_CODE_SUFFIXES) for _, _, ns in os.walk(root) for n in ns)
+            if not has_code:
+                dirs.append(root)
+                subdirs[:] = []  # covered whole
+                continue
+            files.extend(
+                os.path.join(root, n)
+                for n in sorted(names)
+                if not n.endswith(_CODE_SUFFIXES) and not os.path.islink(os.path.join(root, n))
+            )
+            subdirs.sort()
+    return tuple(dirs), tuple(files)
 
 
 def image_tarball() -> bytes:
@@ -207,6 +245,7 @@ class DockerSandbox(Sandbox):
         self.python = python or sys.executable
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
+        self.covered_dirs, self.covered_files = data_cover(self.bundled)
         self._slots_changed = threading.Condition()
         self.engines: list[_Engine] = []
         self.requeued = 0
@@ -305,6 +344,9 @@ class DockerSandbox(Sandbox):
         for d in sorted(python_dirs, key=len):
             if not any(d == m["Target"] or d.startswith(m["Target"] + "/") for m in mounts):
                 mounts.append(Mount(d, d, type="bind", read_only=True))
+        # Over the installation's bundled datasets (the engine mounts parents before children).
+        mounts += [Mount(d, None, type="tmpfs", read_only=True, tmpfs_size=4096) for d in self.covered_dirs]
+        mounts += [Mount(f, "/dev/null", type="bind", read_only=True) for f in self.covered_files]
         mounts.append(Mount(_INNER_BOOT, str(BOOT_PATH), type="bind", read_only=True))
         mounts.append(Mount(_INNER_WORKDIR, str(workdir), type="bind", read_only=False))
         return mounts
@@ -374,7 +416,7 @@ class DockerSandbox(Sandbox):
                     self.requeued += 1  # the engine died under this run: run it again from scratch elsewhere
             finally:
                 self._release(engine)
-                shutil.rmtree(root, ignore_errors=True)
+                _remove_workdir(root)
 
     def _infra_error(self, why: str) -> ExecutionResult:
         return ExecutionResult(
@@ -458,6 +500,15 @@ def _hand_to_sandbox_user(workdir: Path) -> None:
             os.lchown(path, SANDBOX_UID, SANDBOX_UID)
         elif not path.is_symlink():
             path.chmod(0o777 if path.is_dir() else 0o666)
+
+
+def _remove_workdir(root: Path) -> None:
+    """Remove a run's host work dir, however deep a tree the script left there (``shutil.rmtree`` recurses
+    once per level and fails past ~1000); a failure is logged, never mistaken for the run's outcome."""
+    try:
+        remove_tree(root)
+    except OSError:
+        log.exception("DockerSandbox could not remove %s", root)
 
 
 def _drain(stream, out: TailBuffer, err: TailBuffer) -> None:
