@@ -172,6 +172,7 @@ class GRPOModule(pl.LightningModule):
         )
         self._eval_results: list[dict] = []
         self.eval_history: list[tuple[str, dict]] = []
+        self._eval_samples: list[dict[str, list[float]]] = []  # per evaluation: task -> per-sample positions
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
@@ -457,9 +458,7 @@ class GRPOModule(pl.LightningModule):
 
     def on_fit_end(self) -> None:
         if self.eval_history and self.trainer.is_global_zero:
-            lines = [f"  {when:>10}: score {s['score']:.3f}  mean position {s['mean_position']:.3f}  "
-                     f"valid rate {s['valid_rate']:.2f}  best-of-k {s['best_of_k']:.3f}" for when, s in self.eval_history]
-            print("held-out evaluation (real execution):\n" + "\n".join(lines))
+            print(held_out_report(self.eval_history, self._eval_samples))
 
     def _summarise(self, results: list[dict]) -> dict[str, float]:
         summary = {
@@ -467,6 +466,7 @@ class GRPOModule(pl.LightningModule):
             for key in ("valid_rate", "mean_position", "best_of_k", "score")
         }
         self.eval_history.append(("start" if self.global_step == 0 else f"step {self.global_step}", summary))
+        self._eval_samples.append({r["task_id"]: list(r["positions"]) for r in results})
         log.info("held-out at step %d: %s", self.global_step, summary)
         return summary
 
@@ -496,6 +496,32 @@ class GRPOModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         trainable = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+
+
+def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, list[float]]]) -> str:
+    """The end-of-fit printout: each held-out evaluation's summary, then, when the run evaluated its starting
+    policy, the last evaluation's paired gain over it with a 95% bootstrap interval and what that means (an
+    unchanged score is said to be one, not printed as two equal numbers).
+
+    >>> history = [("start", {"score": 0.4, "mean_position": 0.4, "valid_rate": 0.5, "best_of_k": 0.8}),
+    ...            ("step 3", {"score": 0.4, "mean_position": 0.4, "valid_rate": 0.5, "best_of_k": 0.8})]
+    >>> print(held_out_report(history, [{"a": [0.8, 0.0]}, {"a": [0.8, 0.0]}]).splitlines()[-1][:53])
+      gain over the start: no change: every sample scored
+    """
+    from wmrl.algorithms.stats import describe_gain, paired_gain
+
+    lines = ["held-out evaluation (real execution):"]
+    lines += [f"  {when:>10}: score {s['score']:.3f}  mean position {s['mean_position']:.3f}  "
+              f"valid rate {s['valid_rate']:.2f}  best-of-k {s['best_of_k']:.3f}" for when, s in history]
+    if len(history) >= 2 and history[0][0] == "start" and len(samples) == len(history):
+        before, after = samples[0], samples[-1]
+        if sorted(before) == sorted(after) and all(len(before[t]) == len(after[t]) for t in before):
+            gain, low, high = paired_gain(before, after)
+            unchanged = all(before[t] == after[t] for t in before)
+            n = sum(len(v) for v in before.values())
+            lines.append(f"  gain over the start: {describe_gain(gain, low, high, unchanged)} "
+                         f"(paired bootstrap over {n} samples of {len(before)} tasks, same seeds)")
+    return "\n".join(lines)
 
 
 def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:

@@ -1,0 +1,101 @@
+"""Intervals for held-out scores: 95% percentile bootstraps that resample samples within each task.
+
+A held-out evaluation draws ``K`` samples per task; a task's score is the mean of its samples' best positions
+(0 for no valid submission), the run's score the mean over tasks. Tasks are fixed (they are the benchmark), so
+the bootstrap resamples *samples within tasks*. Two evaluations of one run (the starting policy and the trained
+one) sample with the same seeds: sample ``i`` of a task before and after share their randomness, and the gain's
+interval resamples those pairs together (:func:`paired_gain`), which is what makes a small change measurable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+RESAMPLES = 2000
+
+Samples = Mapping[str, Sequence[float]]
+
+
+def _stacked(samples: Samples, tasks: list[str]) -> list[np.ndarray]:
+    return [np.asarray(samples[t], dtype=float) for t in tasks]
+
+
+def bootstrap_mean(samples: Samples, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """Mean over all samples and its 95% percentile interval, resampling samples within each task.
+
+    >>> mean, low, high = bootstrap_mean({"a": [0.2, 0.4], "b": [0.6, 0.8]})
+    >>> round(mean, 3), low <= mean <= high
+    (0.5, True)
+    """
+    rng = np.random.default_rng(seed)
+    groups = _stacked(samples, list(samples))
+    means = np.zeros(resamples)
+    for g in groups:
+        means += rng.choice(g, size=(resamples, len(g)), replace=True).sum(axis=1)
+    means /= sum(len(g) for g in groups)
+    mean = float(np.concatenate(groups).mean())
+    return mean, float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def bootstrap_difference(a: Samples, b: Samples, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``a`` minus mean of ``b`` with a 95% interval, the two resampled independently, task by task
+    (two runs: different arms, nothing paired).
+
+    >>> point, low, high = bootstrap_difference({"a": [0.9, 0.8]}, {"a": [0.1, 0.2]})
+    >>> round(point, 3), low > 0
+    (0.7, True)
+    """
+    if sorted(a) != sorted(b):
+        raise ValueError(f"the evaluations cover different tasks: {sorted(a)} vs {sorted(b)}")
+    draws = []
+    for samples, offset in ((a, 1), (b, 2)):
+        rng = np.random.default_rng(seed + offset)
+        groups = _stacked(samples, sorted(samples))
+        total = sum(rng.choice(g, size=(resamples, len(g)), replace=True).sum(axis=1) for g in groups)
+        draws.append(total / sum(len(g) for g in groups))
+    diff = draws[0] - draws[1]
+    point = bootstrap_mean(a)[0] - bootstrap_mean(b)[0]
+    return point, float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))
+
+
+def paired_gain(before: Samples, after: Samples, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``after - before`` over paired samples (same task, same index, same seed) with a 95% interval
+    that resamples the pairs within each task.
+
+    >>> gain, low, high = paired_gain({"a": [0.2, 0.4, 0.0], "b": [0.5, 0.5]}, {"a": [0.6, 0.4, 0.5], "b": [0.9, 0.7]})
+    >>> round(gain, 3), low > 0
+    (0.3, True)
+    >>> paired_gain({"a": [0.3, 0.5]}, {"a": [0.3, 0.5]})  # nothing moved: an interval of zero width
+    (0.0, 0.0, 0.0)
+    """
+    if sorted(before) != sorted(after):
+        raise ValueError(f"the evaluations cover different tasks: {sorted(before)} vs {sorted(after)}")
+    tasks = sorted(before)
+    deltas = []
+    for t in tasks:
+        b, a = np.asarray(before[t], dtype=float), np.asarray(after[t], dtype=float)
+        if b.shape != a.shape:
+            raise ValueError(f"task {t}: {len(b)} samples before and {len(a)} after; a paired gain needs the same")
+        deltas.append(a - b)
+    return bootstrap_mean(dict(zip(tasks, deltas, strict=True)), resamples, seed)
+
+
+def describe_gain(gain: float, low: float, high: float, unchanged: bool) -> str:
+    """What a paired gain says, in words a newcomer can act on.
+
+    >>> describe_gain(0.12, 0.04, 0.20, False)
+    'improved: +0.120, 95% interval [+0.040, +0.200] (above 0)'
+    >>> describe_gain(0.0, 0.0, 0.0, True)[:40]
+    'no change: every sample scored exactly a'
+    """
+    interval = f"{gain:+.3f}, 95% interval [{low:+.3f}, {high:+.3f}]"
+    if unchanged:
+        return (f"no change: every sample scored exactly as before ({interval}); the policy's samples did not "
+                "move (raise the learning rate or the steps)")
+    if low > 0:
+        return f"improved: {interval} (above 0)"
+    if high < 0:
+        return f"got worse: {interval} (below 0)"
+    return f"within noise: {interval} includes 0, so this run shows no measurable change"
