@@ -25,6 +25,7 @@ def test_fit_with_the_default_model_and_real_sandbox(tmp_path, capsys, monkeypat
     out = capsys.readouterr().out
     assert "held-out evaluation (real execution)" in out and "start:" in out and "step 1:" in out
     assert "gain over the start: " in out and "95% interval" in out  # paired, same seeds
+    assert "training (real execution" in out and "valid" in out
     with open(next(Path(tmp_path).rglob("metrics.csv"))) as f:
         rows = list(csv.DictReader(f))
     step = next(r for r in rows if r.get("time/generate"))

@@ -173,6 +173,7 @@ class GRPOModule(pl.LightningModule):
         self._eval_results: list[dict] = []
         self.eval_history: list[tuple[str, dict]] = []
         self._eval_samples: list[dict[str, list[float]]] = []  # per evaluation: task -> per-sample positions
+        self.train_history: list[dict[str, float]] = []  # per step of this fit: real reward, valid rate, ...
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
@@ -229,6 +230,14 @@ class GRPOModule(pl.LightningModule):
         metrics["time/step"] = time.perf_counter() - step_start
         self.log_dict(metrics, on_step=True, batch_size=len(batch))
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
+        real = [tr for tr in batch.trajectories if tr.source is Source.REAL and tr.best is not None]
+        self.train_history.append({
+            "step": self.global_step + 1,
+            "real_reward": metrics["reward/real_mean"],
+            "real_valid_rate": sum(tr.best.status is Status.VALID for tr in real) / len(real) if real else math.nan,
+            "truncated_rate": metrics["rollout/truncated_rate"],
+            "kl": metrics.get("loss/kl", math.nan),
+        })
 
     def _check_missing(self, batch: RolloutBatch) -> None:
         """Missing rewards (infrastructure errors) are excluded, never 0; a step where *every* rollout is missing
@@ -457,7 +466,11 @@ class GRPOModule(pl.LightningModule):
             logger.log_metrics({f"heldout/{k}": v for k, v in summary.items()}, step=0)
 
     def on_fit_end(self) -> None:
-        if self.eval_history and self.trainer.is_global_zero:
+        if not self.trainer.is_global_zero:
+            return
+        if self.train_history:
+            print(training_report(self.train_history))
+        if self.eval_history:
             print(held_out_report(self.eval_history, self._eval_samples))
 
     def _summarise(self, results: list[dict]) -> dict[str, float]:
@@ -496,6 +509,29 @@ class GRPOModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         trainable = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+
+
+def training_report(history: list[dict[str, float]], window: int = 3) -> str:
+    """The end-of-fit training curve: per step the real rollouts' mean reward and valid rate (executed and graded,
+    never a world model's opinion), each with its moving average over ``window`` steps, the truncation rate and
+    the KL to the reference (how far the policy has moved).
+
+    >>> rows = [{"step": k, "real_reward": r, "real_valid_rate": v, "truncated_rate": 0.0, "kl": 1e-3}
+    ...         for k, r, v in ((1, 0.2, 0.25), (2, 0.4, 0.5), (3, 0.6, 0.75))]
+    >>> print(training_report(rows).splitlines()[-1])
+             3   0.600  (0.400)   0.75  (0.50)       0.00  1.0e-03
+    """
+    def moving(key: str, k: int) -> float:
+        values = [r[key] for r in history[max(0, k - window + 1) : k + 1] if not math.isnan(r[key])]
+        return sum(values) / len(values) if values else math.nan
+
+    lines = [f"training (real execution; moving average over {window} steps in brackets):",
+             "      step  reward  (avg)    valid  (avg)  truncated       KL"]
+    for k, r in enumerate(history):
+        lines.append(f"  {r['step']:>8}   {r['real_reward']:.3f}  ({moving('real_reward', k):.3f})   "
+                     f"{r['real_valid_rate']:.2f}  ({moving('real_valid_rate', k):.2f})       "
+                     f"{r['truncated_rate']:.2f}  {r['kl']:.1e}")
+    return "\n".join(lines)
 
 
 def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, list[float]]]) -> str:
