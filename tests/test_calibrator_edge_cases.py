@@ -208,3 +208,34 @@ def test_numpy_counts_are_accepted():
     plan = RolloutPlan(list("abcd"), 1, ["real"] * 4)
     routing.on_rollout_plan(None, None, plan)
     assert plan.environments.count("real") == 1
+
+
+def test_a_sandbox_reports_its_runs_in_flight_to_anchor_routing():
+    """Item 13 wired for real: ``Sandbox.in_flight`` counts the runs of ``run_many`` executing now, and routing
+    planned while two of them run gets the capacity they leave."""
+    import threading
+
+    from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+
+    release, started = threading.Event(), threading.Barrier(3)
+
+    class Blocking(Sandbox):
+        name = "blocking"
+
+        def run(self, request: ExecutionRequest) -> ExecutionResult:
+            started.wait(timeout=10)
+            release.wait(timeout=10)
+            return ExecutionResult(exit_code=0, wall_seconds=0.0, backend=self.name)
+
+    sandbox = Blocking(max_concurrency=2)
+    routing = AnchorRouting(fraction=1.0, floor=0, capacity=3, in_flight=sandbox.in_flight)
+    assert routing.anchors_for(8) == 3
+    worker = threading.Thread(target=sandbox.run_many, args=([ExecutionRequest("x"), ExecutionRequest("y")],))
+    worker.start()
+    started.wait(timeout=10)
+    try:
+        assert sandbox.in_flight() == 2 and routing.anchors_for(8) == 1
+    finally:
+        release.set()
+        worker.join(timeout=10)
+    assert sandbox.in_flight() == 0 and routing.anchors_for(8) == 3

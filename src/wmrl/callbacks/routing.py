@@ -51,7 +51,8 @@ class AnchorRouting(RLCallback):
         in_flight: reports the real executions (rollouts, not groups) still running when a step is planned;
             they take ``ceil(in_flight / group_size)`` of the ``capacity`` group slots. ``None`` (default):
             synchronous execution, nothing in flight, ``capacity`` is a static per-step cap. Needs
-            ``capacity``. Wired in Python (e.g. a sandbox pool's bound method), not from YAML; it is live
+            ``capacity``. Wired in Python (e.g. ``sandbox.in_flight``, which counts a sandbox's running
+            ``run_many`` executions), not from YAML; it is live
             state of the pool, not of this callback, so it is not checkpointed.
         selection: ``random`` | ``stratified`` | ``uncertainty`` (see the module docstring).
         seed: seeds the selection (rank ``r`` of a distributed run uses ``seed + r``).

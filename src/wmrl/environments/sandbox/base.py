@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -113,6 +114,25 @@ class Sandbox(abc.ABC):
         self.max_concurrency = max_concurrency or max(1, os.cpu_count() or 1)
         if self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1 (got {self.max_concurrency})")
+        self._running = 0
+        self._running_lock = threading.Lock()
+
+    def in_flight(self) -> int:
+        """Runs of :meth:`run_many` executing right now (in this process): the slots taken when a step is planned.
+
+        ``AnchorRouting(capacity=..., in_flight=sandbox.in_flight)`` caps a step's anchors by the slots still
+        free, as the paper's routing does where executions overlap or a pool is shared.
+        """
+        return self._running
+
+    def _run_counted(self, request: ExecutionRequest) -> ExecutionResult:
+        with self._running_lock:
+            self._running += 1
+        try:
+            return self.run(request)
+        finally:
+            with self._running_lock:
+                self._running -= 1
 
     @abc.abstractmethod
     def run(self, request: ExecutionRequest) -> ExecutionResult:
@@ -132,7 +152,7 @@ class Sandbox(abc.ABC):
         """
         results: list[ExecutionResult | None] = [None] * len(requests)
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            futures = {pool.submit(self.run, req): i for i, req in enumerate(requests)}
+            futures = {pool.submit(self._run_counted, req): i for i, req in enumerate(requests)}
             for fut in as_completed(futures):
                 i = futures[fut]
                 try:
