@@ -83,3 +83,16 @@ class DistortedWorldModel:
         real = self.truth.step_many(requests)
         return [Outcome(Status.VALID, min(max(self.distortion(o.reward), 0.0), 1.0), position=o.position,
                         feedback="simulated", source=Source.WORLD_MODEL, variance=0.01) for o in real]
+
+
+class LoggingModule:
+    """Stands in for a LightningModule where a callback only logs: keeps what it logged."""
+
+    def __init__(self) -> None:
+        self.logged: dict[str, float] = {}
+
+    def log_dict(self, metrics, **kw):
+        self.logged.update(metrics)
+
+    def log(self, key, value, **kw):
+        self.logged[key] = value

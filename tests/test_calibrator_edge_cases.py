@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from fakes import LoggingModule
 
 from wmrl.algorithms.debias import CalibrationMap, fit_calibration
 from wmrl.algorithms.denoise import InverseVarianceWeight
@@ -20,17 +21,6 @@ from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebias
 from wmrl.types import Outcome, RolloutBatch, RolloutPlan, Source, Status, Trajectory, Turn
 
 DEBIAS_LOG = "wmrl.callbacks.debiasing"
-
-
-class FakeModule:
-    def __init__(self) -> None:
-        self.logged: dict[str, float] = {}
-
-    def log_dict(self, metrics, **kw):
-        self.logged.update(metrics)
-
-    def log(self, key, value, **kw):
-        self.logged[key] = value
 
 
 def anchor_batch(real_rows, wm_rows, groups) -> RolloutBatch:
@@ -116,7 +106,7 @@ def test_non_finite_rewards_of_a_batch_are_logged_as_dropped():
     debias = OnlineDebiasing(min_pairs=100)
     batch = anchor_batch([0.1, 0.7, 0.3, 0.2], [0.3, 0.8, 0.4, 0.5], [0, 0, 1, 1])
     batch.rewards[1] = math.inf
-    module = FakeModule()
+    module = LoggingModule()
     debias.on_rewards(None, module, batch)
     assert len(debias.pairs) == 3
     assert module.logged["debias/dropped_nonfinite"] == 1.0
@@ -153,7 +143,7 @@ def test_denoising_callback_exposes_the_disagreement_floor():
     denoise.needs_calibration = False
     batch = anchor_batch([0.1, 0.3, 0.5, 0.9], [0.1, 0.3, 0.5, 0.9], [0, 0, 1, 1])  # perfect agreement
     for _ in range(3):
-        denoise.on_advantages(None, FakeModule(), batch)
+        denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 6 and denoise.weight == 1.0 and denoise.state.c is None
     with pytest.raises(ValueError, match="min_disagreement"):
         InverseVarianceDenoising(min_disagreement=0.0)

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from fakes import LoggingModule
 
 from wmrl.algorithms.debias import CalibrationMap, bias_reduction, fit_calibration, rank_correlation
 from wmrl.algorithms.denoise import InverseVarianceWeight, fused_variance, group_disagreement
@@ -158,22 +159,11 @@ def make_batch(real_rows, wm_rows, groups, is_real, graded=None) -> RolloutBatch
     )
 
 
-class FakeModule:
-    def __init__(self) -> None:
-        self.logged: dict[str, float] = {}
-
-    def log_dict(self, metrics, **kw):
-        self.logged.update(metrics)
-
-    def log(self, key, value, **kw):
-        self.logged[key] = value
-
-
 def test_infra_errors_are_excluded_from_pairs_never_zero():
     debias = OnlineDebiasing(min_pairs=1000)
     batch = make_batch([0.1, 0.7, 0.0, 0.2], [0.3, 0.8, 0.4, 0.5], [0, 0, 0, 0], [True] * 4,
                        graded=[True, True, False, True])
-    debias.on_rewards(None, FakeModule(), batch)
+    debias.on_rewards(None, LoggingModule(), batch)
     assert [x for p in debias.pairs for x in p[:2]] == pytest.approx([0.3, 0.1, 0.8, 0.7, 0.5, 0.2])
     assert math.isnan(float(batch.rewards[2]))
 
@@ -184,7 +174,7 @@ def test_world_model_rewards_pass_through_the_map_and_anchors_keep_real_rewards(
     batch = make_batch([0.05, 0.1, 0.5, 0.65, 0.9, 0.9, 0.9, 0.9], [0.35, 0.45, 0.75, 0.95, 0.4, 0.85, 0.3, 1.0],
                        [0, 0, 0, 0, 1, 1, 2, 2], [True] * 4 + [False] * 4)
     batch.rewards[4:] = batch.wm_rewards[4:]
-    module = FakeModule()
+    module = LoggingModule()
     debias.on_rewards(None, module, batch)
     assert batch.rewards[:4].tolist() == pytest.approx([0.05, 0.1, 0.5, 0.65])
     assert batch.rewards[4:].tolist() == pytest.approx([0.075, 0.575, 0.05, 0.65])
@@ -199,11 +189,11 @@ def test_denoising_waits_for_calibration_skips_degenerate_groups_and_weights_anc
     batch = make_batch([0.1, 0.3, 0.5, 0.5, 0.2, 0.4], [0.3, 0.1, 0.2, 0.6, 0.2, 0.4], [0, 0, 1, 1, 2, 2],
                        [True, True, True, True, False, False])
     batch.advantages.copy_(torch.tensor([-1.0, 1.0, 0.0, 0.0, -1.0, 1.0]))
-    denoise.on_advantages(None, FakeModule(), batch)
+    denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 0 and denoise.weight == 1.0  # not calibrated yet
     batch.wm_calibrated.copy_(batch.wm_rewards)
     for _ in range(2):
-        denoise.on_advantages(None, FakeModule(), batch)
+        denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 2  # group 1 (real rewards constant) skipped each time
     assert denoise.weight == pytest.approx(2.0)
     assert batch.advantages.tolist() == pytest.approx([-2.0, 2.0, 0.0, 0.0, -1.0, 1.0])  # anchors only
