@@ -209,7 +209,7 @@ class GRPOModule(pl.LightningModule):
     # -- the method ------------------------------------------------------------------------------------
     def training_step(self, task_ids: list[str], batch_idx: int) -> None:
         hp = self.hparams
-        step_start = time.perf_counter()
+        step_start, step_number = time.perf_counter(), self.global_step + 1  # the update advances global_step
         plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
         dispatch("on_rollout_plan", self.trainer, self, plan)
         self._timings = {}
@@ -232,7 +232,7 @@ class GRPOModule(pl.LightningModule):
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
         real = [tr for tr in batch.trajectories if tr.source is Source.REAL and tr.best is not None]
         self.train_history.append({
-            "step": self.global_step + 1,
+            "step": step_number,
             "real_reward": metrics["reward/real_mean"],
             "real_valid_rate": sum(tr.best.status is Status.VALID for tr in real) / len(real) if real else math.nan,
             "truncated_rate": metrics["rollout/truncated_rate"],
