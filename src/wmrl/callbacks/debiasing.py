@@ -151,9 +151,10 @@ class OnlineDebiasing(RLCallback):
             log.warning(
                 "OnlineDebiasing: the fitted map is flat: it sends every world-model reward to %.3f, so world-model "
                 "groups carry no gradient (zero advantages); rank correlation %.3f on %d anchor pairs over %d bins "
-                "(isotonic pooling merged every bin). The map is applied (on the anchors a higher world-model reward "
+                "(isotonic pooling merged every bin)%s. The map is applied (on the anchors a higher world-model reward "
                 "never meant a higher real one); only the anchors train. Check the world model (model, mode, prompt).",
                 self.calibration.ys[0], self.rank_corr, len(wm), len(self.calibration.xs),
+                ": it ranks rollouts no better than chance" if not self.rank_corr > 0 else "",
             )
         elif not self.rank_corr > 0:
             log.warning(
