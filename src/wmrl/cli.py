@@ -211,9 +211,7 @@ def _plain(value: object) -> Text:
 
 def _warn_if_weak(sandbox, consequence: str) -> None:
     """Say so when a process sandbox cannot hide the answers (``--isolation unshare|none``, or no bubblewrap)."""
-    from wmrl.environments.sandbox import ProcessSandbox
-
-    if isinstance(sandbox, ProcessSandbox) and not sandbox.hides_answers:
+    if not sandbox.hides_answers:
         console.print(
             Text(
                 f"warning: --isolation {sandbox.isolation}: scripts run as you on this machine's filesystem "

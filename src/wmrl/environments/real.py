@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from wmrl.environments.execution_log import ExecutionLog, cache_key
 from wmrl.environments.grader import check_script, grade
 from wmrl.environments.sandbox.base import ExecutionRequest, Sandbox, SandboxLimits
-from wmrl.environments.sandbox.process import ProcessSandbox
 from wmrl.tasks.build import STARTER_HEADING, BuiltTask
 from wmrl.tasks.suite import TaskSuite
 from wmrl.types import Outcome, Source
@@ -68,12 +67,15 @@ class SandboxEnvironment:
         self.suite = suite or TaskSuite()
         self.starter_solution = starter_solution
         if sandbox is None:
+            from wmrl.environments.sandbox import ProcessSandbox
+
             sandbox = ProcessSandbox()
-        # Only bubblewrap (and docker) keep the task cache out of the script's reach; the tripwire alone is a
-        # detector that ctypes or a subprocess walks past. (`hides_answers` could move to the Sandbox base.)
-        if isinstance(sandbox, ProcessSandbox) and not sandbox.hides_answers and not allow_weak_isolation:
+        # Only a sandbox that keeps the task cache out of the script's reach may train; the tripwire alone is a
+        # detector that ctypes or a subprocess walks past.
+        if not sandbox.hides_answers and not allow_weak_isolation:
             raise ValueError(
-                f"model.init_args.environment.init_args.sandbox: ProcessSandbox isolation {sandbox.isolation!r} "
+                f"model.init_args.environment.init_args.sandbox: {type(sandbox).__name__} "
+                f"({getattr(sandbox, 'description', sandbox.name)}) "
                 "runs solutions as the host user on the host filesystem, where they can read the hidden answers "
                 "and forge the execution log. Install bubblewrap (apt-get install bubblewrap) or use the docker "
                 "sandbox (wmrl.environments.sandbox.docker.DockerSandbox); pass "

@@ -117,6 +117,12 @@ class Sandbox(abc.ABC):
         self._running = 0
         self._running_lock = threading.Lock()
 
+    @property
+    def hides_answers(self) -> bool:
+        """Whether no script can reach the task cache (answers, execution log) whatever it does. True for a
+        backend whose runs see only their work dir; ``ProcessSandbox`` without bubblewrap says False."""
+        return True
+
     def in_flight(self) -> int:
         """Runs of :meth:`run_many` executing right now (in this process): the slots taken when a step is planned.
 
