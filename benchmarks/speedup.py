@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean  # noqa: F401 (tests use speedup.*)
+from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, paired_gain  # noqa: F401 (tests use speedup.*)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl")
@@ -76,6 +76,14 @@ LEARNED_WORLD_MODEL = {
     "class_path": "wmrl.environments.learned.LearnedWorldModel",
     "init_args": {"encoder": "all-minilm-l6-v2", "warm_start": [], "execution_log": False, "min_examples": 4,
                   "refit_every": 4},
+}
+PRETRAINED = "benchmarks/artefacts/learned_world_model_train.pt"  # built by benchmarks/pretrain_world_model.py
+#: the learned world model *pretrained* on real executions of base-policy scripts on the train split (the CPU
+#: counterpart of the paper's pretrained LLM world model), still learning from every anchor during the run
+PRETRAINED_WORLD_MODEL = {
+    "class_path": "wmrl.environments.learned.LearnedWorldModel",
+    "init_args": {"encoder": "all-minilm-l6-v2", "pretrained": str(ROOT / PRETRAINED), "warm_start": [],
+                  "execution_log": False, "min_examples": 4, "refit_every": 3},
 }
 VLLM_WORLD_MODEL = {
     "class_path": "wmrl.environments.world_model.LMWorldModel",
@@ -99,10 +107,15 @@ class Preset:
     starter: str = "linear_baseline"
     world_model: dict | None = None  # replaces every arm's world model; None keeps the overlay's
     model: dict = field(default_factory=dict)  # more model.init_args
+    #: init_args overrides of the overlays' callbacks, by class name (e.g. CPU-scaled calibration constants)
+    callbacks: dict[str, dict] = field(default_factory=dict)
+    trainer: dict = field(default_factory=dict)  # more trainer settings (e.g. the GPU accelerator)
+    results_name: str = "RESULTS.md"  # under --results; the figures go to --results/results/<figure_prefix>*.png
+    figure_prefix: str = "speedup_"
     note: str = ""
 
 
-PRESETS = {
+PRESETS: dict[str, Preset] = {
     "cpu-quick": Preset(
         base="configs/autoresearch/quickstart.yaml",
         ablations="configs/autoresearch/ablations/cpu",
@@ -117,6 +130,28 @@ PRESETS = {
         model={"lr": 2.0e-5},  # as measured in RESULTS.md (the quickstart has since moved to 3e-4)
         note="2 CPU cores, about 9-12 minutes an arm",
     ),
+    # Learning that shows (issue 17): the quickstart's learning settings (LoRA lr 3e-4 and the 13 tabular training
+    # tasks, chosen on the train split: benchmarks/README.md) with 4 groups x 3 rollouts a step, so the anchor
+    # floor of one group executes a quarter of the rollouts; the pretrained learned world model; calibration
+    # constants scaled to a 3-step run (the paper's 200 / 64 pairs and 32 warm-up observations would never engage
+    # in 9 anchor rollouts): the map refits after every step's 3 anchor pairs, the denoising scale freezes after
+    # its first observation.
+    "cpu-learn": Preset(
+        base="configs/autoresearch/quickstart.yaml",
+        ablations="configs/autoresearch/ablations/cpu",
+        steps=3,
+        group_size=3,
+        groups_per_step=4,
+        eval_samples=6,
+        world_model=PRETRAINED_WORLD_MODEL,
+        callbacks={
+            "OnlineDebiasing": {"min_pairs": 3, "refit_every": 3},
+            "InverseVarianceDenoising": {"warmup": 1, "half_life": 8},
+        },
+        results_name="RESULTS-learn.md",
+        figure_prefix="cpu-learn_",
+        note="2 CPU cores, about 12 minutes an arm",
+    ),
     "gpu": Preset(
         base="configs/autoresearch/paper_4b_vllm.yaml",
         ablations="configs/autoresearch/ablations/paper",
@@ -129,6 +164,13 @@ PRESETS = {
     ),
 }
 
+# The same regime on one CUDA GPU with the transformers engine (benchmarks/gpu_learn.sh; vLLM is gpu_smoke.sh's):
+# the policy, the reference log-probs and the update on the GPU in bf16 mixed precision, executions on the CPUs.
+PRESETS["gpu-learn"] = replace(
+    PRESETS["cpu-learn"], trainer={"accelerator": "gpu", "devices": 1, "precision": "bf16-mixed"},
+    results_name="RESULTS-learn-gpu.md", figure_prefix="gpu-learn_", note="one CUDA GPU, about a minute an arm",
+)
+
 
 # -- running the arms ------------------------------------------------------------------------------------------
 def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> dict:
@@ -138,11 +180,12 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
         raise FileNotFoundError(f"{overlay_path}: the ablation overlay of arm {arm!r} is missing")
     overlay = yaml.safe_load(overlay_path.read_text())
     trainer = overlay.setdefault("trainer", {})
-    trainer.update(default_root_dir=str(run_dir), max_steps=preset.steps)
-    if preset.world_model is not None:
-        for callback in trainer.get("callbacks", []):
-            if callback["class_path"].endswith("WorldModelReward"):
-                callback["init_args"]["world_model"] = json.loads(json.dumps(preset.world_model))
+    trainer.update(default_root_dir=str(run_dir), max_steps=preset.steps, **preset.trainer)
+    for callback in trainer.get("callbacks", []):
+        name = callback["class_path"].rsplit(".", 1)[-1]
+        if preset.world_model is not None and name == "WorldModelReward":
+            callback["init_args"]["world_model"] = json.loads(json.dumps(preset.world_model))
+        callback.setdefault("init_args", {}).update(preset.callbacks.get(name, {}))
     model = {
         "environment": {
             "class_path": "wmrl.environments.real.SandboxEnvironment",
@@ -313,7 +356,7 @@ def machine() -> str:
             f"torch {torch.__version__}")
 
 
-def figures(results: dict[str, ArmResult], target: Path) -> list[str]:
+def figures(results: dict[str, ArmResult], target: Path, prefix: str = "speedup_") -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -333,21 +376,21 @@ def figures(results: dict[str, ArmResult], target: Path) -> list[str]:
     ax.invert_yaxis()
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(target / "speedup_time.png", dpi=120)
+    fig.savefig(target / f"{prefix}time.png", dpi=120)
     plt.close(fig)
-    names.append("speedup_time.png")
+    names.append(f"{prefix}time.png")
 
     fig, ax = plt.subplots(figsize=(8, 4))
     for i, a in enumerate(arms):
         mean, low, high = bootstrap_mean(results[a].positions)
-        ax.errorbar(mean, i, xerr=[[mean - low], [high - mean]], fmt="o", capsize=4)
+        ax.errorbar(mean, i, xerr=[[max(mean - low, 0)], [max(high - mean, 0)]], fmt="o", capsize=4)
     ax.set_yticks(range(len(arms)), [LABELS[a] for a in arms])
     ax.invert_yaxis()
     ax.set_xlabel("held-out mean position (real execution), 95% bootstrap interval")
     fig.tight_layout()
-    fig.savefig(target / "speedup_heldout.png", dpi=120)
+    fig.savefig(target / f"{prefix}heldout.png", dpi=120)
     plt.close(fig)
-    names.append("speedup_heldout.png")
+    names.append(f"{prefix}heldout.png")
 
     fig, ax = plt.subplots(figsize=(8, 4))
     for a in arms:
@@ -359,14 +402,180 @@ def figures(results: dict[str, ArmResult], target: Path) -> list[str]:
     ax.set_ylabel("mean training reward")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(target / "speedup_reward.png", dpi=120)
+    fig.savefig(target / f"{prefix}reward.png", dpi=120)
     plt.close(fig)
-    names.append("speedup_reward.png")
+    names.append(f"{prefix}reward.png")
     return names
 
 
+# -- the learning summary (per arm: score, gain over the start, difference to real GRPO, cost, corrections) -----
+def starting_samples(results: dict[str, ArmResult]) -> dict[str, list[float]] | None:
+    """The starting policy's held-out samples: evaluated once, in the first arm run (every arm starts from the same
+    policy and evaluates with the same seeds, so the pairs hold for every arm)."""
+    return next((r.start_positions for r in results.values() if r.start_positions), None)
+
+
+def interval(point_low_high: tuple[float, float, float]) -> dict[str, float]:
+    point, low, high = point_low_high
+    return {"point": point, "low": low, "high": high}
+
+
+def interval_text(i: dict | None) -> str:
+    """``+0.120 [+0.040, +0.200]`` (``-`` for none)."""
+    return "-" if i is None else f"{i['point']:+.3f} [{i['low']:+.3f}, {i['high']:+.3f}]"
+
+
+def summarise(results: dict[str, ArmResult]) -> dict[str, dict]:
+    """Per arm the numbers of ``results/<preset>.json``: the held-out score with its interval, the paired gain over
+    the start, the difference to real-execution GRPO (independent bootstrap), cost and the corrections' state."""
+    start, real = starting_samples(results), results.get("real_grpo")
+    out = {}
+    for a in ARMS:
+        if a not in results:
+            continue
+        r = results[a]
+        cells = {c: r.last(c) for c in ("world_model/examples", "debias/pairs", "debias/refits", "denoise/weight")}
+        out[a] = {
+            "label": LABELS[a],
+            "held_out": interval(bootstrap_mean(r.positions)),
+            "valid_rate": r.valid_rate,
+            "gain_over_start": interval(paired_gain(start, r.positions)) if start else None,
+            "difference_to_real_grpo": (interval(bootstrap_difference(r.positions, real.positions))
+                                        if real is not None and a != "real_grpo" else None),
+            "train_wall_s": r.train_s,
+            "process_wall_s": r.meta.get("process_wall_s"),
+            "real_executions": r.executions,
+            "execution_s": r.part_s("env/execution_seconds"),
+            "world_model_examples": cells["world_model/examples"],
+            "pairs": cells["debias/pairs"],
+            "refits": cells["debias/refits"],
+            "weight": cells["denoise/weight"],
+            "curve": {
+                "train_wall_s": r.steps["time/step"].cumsum().tolist(),
+                "executions": (r.steps["anchor/executions"].fillna(0).cumsum().tolist()
+                               if "anchor/executions" in r.steps else [0.0] * len(r.steps)),
+                "real_reward": (r.steps["reward/real_mean"].tolist() if "reward/real_mean" in r.steps else []),
+            },
+        }
+    return out
+
+
+def learning_checks(summary: dict[str, dict]) -> list[tuple[str, str, bool]]:
+    """The issue's bar, each as (what, measured, holds); an arm that did not run fails its checks."""
+    real, full = summary.get("real_grpo"), summary.get("wmrl")
+    checks = []
+    text = interval_text
+    gain = real and real["gain_over_start"]
+    checks.append(("real-execution GRPO's held-out gain over the start: 95% interval above 0", text(gain),
+                   bool(gain and gain["low"] > 0)))
+    diff = full and full["difference_to_real_grpo"]
+    checks.append(("full WMRL's held-out score >= real GRPO's - 0.05", text(diff),
+                   bool(diff and diff["point"] >= -0.05)))
+    gain = full and full["gain_over_start"]
+    checks.append(("full WMRL's held-out gain over the start: 95% interval above 0", text(gain),
+                   bool(gain and gain["low"] > 0)))
+    if real and full:
+        ratio = full["execution_s"] / real["execution_s"] if real["execution_s"] else math.inf
+        checks.append(("full WMRL's execution-seconds <= 1/3 of real GRPO's",
+                       f"{full['execution_s']:.0f} s / {real['execution_s']:.0f} s = {ratio:.2f}", ratio <= 1 / 3))
+    for a in ("debias_only", "wmrl"):
+        if a in summary:
+            refits = summary[a]["refits"] or 0
+            checks.append((f"{LABELS[a]}: >= 3 map refits", f"{refits:g}", refits >= 3))
+    for a in ("denoise_only", "wmrl"):
+        if a in summary:
+            weight = summary[a]["weight"]
+            checks.append((f"{LABELS[a]}: denoising weight off 1 at the end", "-" if weight is None else f"{weight:.2f}",
+                           weight is not None and weight != 1.0))
+    return checks
+
+
+def learning_figures(summary: dict[str, dict], start: dict | None, target: Path, prefix: str) -> list[str]:
+    """Held-out score against training wall-clock and against real executions (start and end per arm, with
+    intervals), and the training curve (real reward of the executed rollouts per step) against wall-clock."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    target.mkdir(parents=True, exist_ok=True)
+    names = []
+    begin = bootstrap_mean(start) if start else None
+    for axis, key, label in (("time", "train_wall_s", "training wall-clock (min)"),
+                             ("executions", "real_executions", "real executions")):
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        for a, row in summary.items():
+            x = row[key] / 60 if axis == "time" else row[key]
+            h = row["held_out"]
+            xs, ys = ([0, x], [begin[0], h["point"]]) if begin else ([x], [h["point"]])
+            line, = ax.plot(xs, ys, marker="o", label=LABELS[a])
+            ax.errorbar(x, h["point"], yerr=[[max(h["point"] - h["low"], 0)], [max(h["high"] - h["point"], 0)]], capsize=4,
+                        color=line.get_color())
+        if begin:
+            ax.axhline(begin[0], color="grey", lw=0.8, ls=":", label="starting policy")
+        ax.set_xlabel(label)
+        ax.set_ylabel("held-out mean position (real execution)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        name = f"{prefix}heldout_vs_{axis}.png"
+        fig.savefig(target / name, dpi=120)
+        plt.close(fig)
+        names.append(name)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for a, row in summary.items():
+        curve = row["curve"]
+        if curve["real_reward"]:
+            ax.plot(np.array(curve["train_wall_s"]) / 60, curve["real_reward"], marker="o", label=LABELS[a])
+    ax.set_xlabel("training wall-clock (min)")
+    ax.set_ylabel("real reward of executed rollouts, per step")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    name = f"{prefix}train_reward.png"
+    fig.savefig(target / name, dpi=120)
+    plt.close(fig)
+    return names + [name]
+
+
+def learning_markdown(summary: dict[str, dict], start: dict | None, world_model: dict | None) -> list[str]:
+    """The learning sections of the results page: the gain table and the issue's checks."""
+    lines = []
+    if world_model:
+        sampling = world_model.get("sampling") or {}
+        lines += ["## The pretrained world model", "",
+                  f"`{PRETRAINED}`, built by `benchmarks/pretrain_world_model.py` on {world_model.get('built')}: "
+                  f"{world_model['executions']} real executions of base-policy scripts on "
+                  f"{len(world_model['tasks'])} train-split tasks only ({world_model['learnable_examples']} "
+                  f"learnable, {world_model['distinct_scripts']} distinct scripts), "
+                  f"{world_model['execution_seconds']:.0f} execution-seconds, sampling "
+                  f"{sampling.get('wall_s') or float('nan'):.0f} s wall-clock / "
+                  f"{sampling.get('cpu_s') or float('nan'):.0f} CPU-seconds, fit {world_model['fit_seconds']:.0f} s; "
+                  f"out-of-fold Spearman against real rewards {world_model.get('out_of_fold_spearman') or float('nan'):.2f}. "
+                  "This cost is paid once, before any arm, and is not in the arms' execution counts below.", ""]
+    if start:
+        mean, low, high = bootstrap_mean(start)
+        lines += ["## Held-out gain over the starting policy", "",
+                  f"Starting policy: {mean:.3f} [{low:.3f}, {high:.3f}] (evaluated once, same seeds as every arm's "
+                  "final evaluation: the gains are paired).", "",
+                  "| arm | held-out [95% CI] | gain over the start [paired 95% CI] | vs real GRPO [95% CI] "
+                  "| training min | real executions | execution s | pairs | refits | weight |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        text = interval_text
+        for row in summary.values():
+            h = row["held_out"]
+            cells = [row[k] for k in ("pairs", "refits", "weight")]
+            lines.append(f"| {row['label']} | {h['point']:.3f} [{h['low']:.3f}, {h['high']:.3f}] | "
+                         f"{text(row['gain_over_start'])} | {text(row['difference_to_real_grpo'])} | "
+                         f"{row['train_wall_s'] / 60:.1f} | {row['real_executions']} | {row['execution_s']:.0f} | "
+                         + " | ".join("-" if v is None else f"{v:g}" for v in cells) + " |")
+        lines += ["", "## Checks (as measured; nothing was tuned on the held-out tasks)", "",
+                  "| check | measured | holds |", "|---|---|---|"]
+        lines += [f"| {what} | {measured} | {'yes' if ok else 'no'} |" for what, measured, ok in learning_checks(summary)]
+        lines.append("")
+    return lines
+
+
 def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmResult], limit: Limit | None,
-                     command: str, figure_names: list[str], figure_dir: str) -> str:
+                     command: str, figure_names: list[str], figure_dir: str, extra: list[str] | None = None) -> str:
     lines = [
         "# Speedup: WMRL vs real-execution GRPO",
         "",
@@ -457,6 +666,7 @@ def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmRes
             lines += [f"Ablation ordering (uncorrected < single corrections < full WMRL, by mean position): "
                       f"{'holds' if holds else 'does not hold'} here "
                       f"({', '.join(f'{LABELS[a]} {m[a]:.3f}' for a in order)}).", ""]
+    lines += list(extra or [])
     lines += ["## Figures", ""] + [f"![{n}]({figure_dir}/{n})" for n in figure_names] + [""]
     return "\n".join(lines)
 
@@ -520,11 +730,24 @@ def main(argv: list[str] | None = None) -> None:
     if "real_grpo" in results and "wmrl" in results:
         limit = speedup_limit(results["real_grpo"], results["wmrl"], preset.group_size * preset.groups_per_step)
     figure_dir = args.results / "results"
-    names = figures(results, figure_dir)
+    summary, start = summarise(results), starting_samples(results)
+    world_model = None
+    if preset.world_model is not None and preset.world_model["init_args"].get("pretrained"):
+        manifest = Path(f"{preset.world_model['init_args']['pretrained']}.json")
+        world_model = json.loads(manifest.read_text()) if manifest.is_file() else None
+    names = figures(results, figure_dir, preset.figure_prefix)
+    names += learning_figures(summary, start, figure_dir, preset.figure_prefix)
     command = "python benchmarks/speedup.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = results_markdown(args.preset, preset, results, limit, command, names,
-                            os.path.relpath(figure_dir, args.results))
-    target = args.results / "RESULTS.md"
+                            os.path.relpath(figure_dir, args.results),
+                            extra=learning_markdown(summary, start, world_model))
+    record = {"preset": args.preset, "settings": asdict(preset), "command": command, "machine": machine(),
+              "date": time.strftime("%Y-%m-%d"), "world_model_build": world_model,
+              "start": interval(bootstrap_mean(start)) if start else None, "arms": summary,
+              "checks": [{"check": c, "measured": m, "holds": ok} for c, m, ok in learning_checks(summary)],
+              "limit": None if limit is None else {**asdict(limit), "bound": limit.bound}}
+    (figure_dir / f"{args.preset}.json").write_text(json.dumps(record, indent=1) + "\n")
+    target = args.results / preset.results_name
     text += kept_by_hand(target.read_text() if target.is_file() else "")
     target.write_text(text)
     from wmrl.report import write_report

@@ -66,3 +66,23 @@ def test_grpo_learns_on_a_cuda_gpu(precision, lora):
                                   group_size=8)
     results = trainer.validate(module, datamodule=data, verbose=False)[0]
     assert results["heldout/valid_rate"] == 1.0  # LowTokenEnvironment: every answer is valid
+
+
+def test_fsdp_on_one_gpu_trains_the_policy():
+    """The FSDP strategy's code path (configs/strategy/fsdp.yaml: full shard, full state dict) on one GPU: the
+    rollouts, the sharded update and the gradient clipping through the sharded root run, and the weights move."""
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+    module = GRPOModule(policy=(model, tokenizer), lora=None, environment=LowTokenEnvironment(tokenizer),
+                        group_size=8, max_new_tokens=16, lr=3e-3, kl_coef=0.0, entropy_coef=0.0, micro_batch_size=8)
+    before = {n: p.detach().clone() for n, p in module.policy.named_parameters()}
+    watch = Watch()
+    strategy = FSDPStrategy(sharding_strategy="FULL_SHARD", state_dict_type="full")
+    trainer = pl.Trainer(max_steps=4, accelerator="gpu", devices=1, strategy=strategy, precision="32-true",
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[watch], use_distributed_sampler=False)
+    trainer.fit(module, torch.utils.data.DataLoader(Steps(4), batch_size=None))
+    assert watch.devices == {"cuda"} and len(watch.rewards) == 4
+    after = dict(module.policy.named_parameters())
+    assert any(not torch.equal(after[n].detach().cpu(), before[n].cpu()) for n in before if n in after)

@@ -147,3 +147,32 @@ def test_the_callback_compares_scripts_with_the_starter_the_agent_is_shown(tiny_
     WorldModelReward(wm).setup(None, SimpleNamespace(environments={"real": shown}, add_environment=lambda *a: None), "fit")
     assert torch.equal(wm.embed(["tiny_iris"], [heavy]), unchanged)
     assert torch.equal(wm.untrained_copy().embed(["tiny_iris"], [heavy]), unchanged)
+
+
+def test_a_saved_model_loads_as_pretrained_and_predicts_the_same(tiny_suite, trained, tmp_path):
+    requests = [StepRequest("tiny_iris", script(tiny_suite, line), "") for line in CRASHES[8:10] + SCORES[8:10]]
+    expected = [o.reward for o in trained.step_many(requests)]
+    path = trained.save(tmp_path / "wm.pt", meta={"executions": 16})
+    loaded = LearnedWorldModel(suite=tiny_suite, pretrained=str(path), min_examples=4, refit_every=2)
+    answers = loaded.step_many(requests)
+    assert [o.reward for o in answers] == pytest.approx(expected, abs=1e-12)
+    assert UNTRAINED_FLAG not in answers[0].flags and loaded.pretrained_meta == {"executions": 16}
+    assert answers[0].reward < answers[2].reward  # the crashing edit below the scoring one, from the first call
+    # it keeps learning from anchors on top of what it was built with
+    loaded.observe([StepRequest("tiny_iris", script(tiny_suite, line), "") for line in CRASHES[10:12]], [crash()] * 2)
+    assert len(loaded.examples) == len(trained.examples) + 2 and loaded.refits == 1
+
+
+def test_a_bad_pretrained_file_is_named_with_its_key(tiny_suite, trained, tmp_path):
+    request = [StepRequest("tiny_iris", script(tiny_suite, SCORES[0]), "")]
+    with pytest.raises(FileNotFoundError, match=r"world_model.init_args.pretrained\): no such file"):
+        LearnedWorldModel(suite=tiny_suite, pretrained=str(tmp_path / "none.pt")).step_many(request)
+    (tmp_path / "junk.pt").write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match="not a file written by LearnedWorldModel.save"):
+        LearnedWorldModel(suite=tiny_suite, pretrained=str(tmp_path / "junk.pt")).step_many(request)
+    torch.save({"format": 1, "encoder": "other-encoder", "dim": 384, "examples": trained.examples,
+                "head": trained.head, "meta": {}}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="built with encoder 'other-encoder'"):
+        LearnedWorldModel(suite=tiny_suite, pretrained=str(tmp_path / "other.pt")).step_many(request)
+    with pytest.raises(ValueError, match="nothing learned yet"):
+        LearnedWorldModel(suite=tiny_suite).save(tmp_path / "empty.pt")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -198,9 +197,9 @@ def _machine_bound_assertions(path: Path) -> list[str]:
             if isinstance(sub, ast.Compare) and any(isinstance(op, ast.Eq | ast.NotEq) for op in sub.ops):
                 sides = [sub.left, *sub.comparators]
                 for side in sides:
-                    if isinstance(side, ast.Constant) and isinstance(side.value, float):
-                        if _significant_digits(side.value) >= 8:
-                            found.append(f"{path.name}:{node.lineno}: == {side.value!r}")
+                    if (isinstance(side, ast.Constant) and isinstance(side.value, float)
+                            and _significant_digits(side.value) >= 8):
+                        found.append(f"{path.name}:{node.lineno}: == {side.value!r}")
                 approx = any(isinstance(s, ast.Call) and "approx" in ast.unparse(s.func) for s in sides)
                 if not approx and any(_reads_recorded(side) for side in sides):
                     found.append(f"{path.name}:{node.lineno}: exact comparison with a recorded value")

@@ -153,3 +153,79 @@ def test_an_arm_without_a_final_evaluation_is_refused(tmp_path):
     (run / "heldout.jsonl").write_text(lines[0] + "\n")
     with pytest.raises(ValueError, match="no held-out evaluation after training"):
         speedup.read_arm(run, "wmrl")
+
+
+@pytest.mark.parametrize("arm", speedup.ARMS)
+def test_every_cpu_learn_arm_instantiates_with_the_pretrained_world_model_and_cpu_scaled_constants(arm, tmp_path,
+                                                                                                  monkeypatch):
+    from wmrl.callbacks import (
+        AnchorRouting,
+        InverseVarianceDenoising,
+        OnlineDebiasing,
+        RLCallback,
+        WorldModelReward,
+    )
+    from wmrl.environments.learned import LearnedWorldModel
+
+    monkeypatch.chdir(tmp_path)
+    preset = speedup.PRESETS["cpu-learn"]
+    config = tmp_path / f"{arm}.yaml"
+    config.write_text(yaml.safe_dump(speedup.arm_config(preset, arm, tmp_path / "run", eval_at_start=True)))
+    cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config)], run=False)
+    assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == ABLATIONS[arm]
+    for c in cli.trainer.callbacks:
+        if isinstance(c, WorldModelReward):
+            wm = c.world_model
+            assert isinstance(wm, LearnedWorldModel) and Path(wm.pretrained).is_file() and not wm.execution_log
+        if isinstance(c, OnlineDebiasing):  # 3 anchor pairs a step: a refit after every step
+            assert (c.min_pairs, c.refit_every) == (3, 3)
+        if isinstance(c, InverseVarianceDenoising):
+            assert c.state.warmup == 1
+        if isinstance(c, AnchorRouting):  # the floor of one group of four: a quarter of the rollouts real
+            assert (c.floor, c.fraction) == ((0, 0.0) if arm == "pure_world_model" else (1, 0.1))
+    # the quickstart's learning settings: the LoRA lr and the 13 tabular training tasks, 3 held-out tasks
+    assert cli.model.hparams.lr == 3.0e-4 and len(cli.datamodule.train_tasks) == 13
+    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (4, 3)
+    assert cli.datamodule.eval_samples == 6 and cli.model.hparams.eval_at_start is True
+    assert cli.model.environments["real"].log.use_cache is False
+
+
+def test_the_learning_summary_json_checks_and_figures_from_logged_runs(tmp_path):
+    rng = np.random.default_rng(3)
+    start = {t: [0.3] * 6 for t in ("a", "b", "c")}
+    better = {t: list(np.clip(0.3 + rng.uniform(0.2, 0.5, 6), 0, 1)) for t in start}
+    out = tmp_path / "cpu-learn"
+    corrections = {"debias/pairs": 9.0, "debias/refits": 3.0, "denoise/weight": 2.0, "world_model/examples": 90.0}
+    fake_run(out, "real_grpo", 300, {"time/generate": 60, "time/update": 40, "time/env": 200}, 12, better, steps=3)
+    fake_run(out, "wmrl", 200, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5,
+                                **corrections}, 3, better, steps=3)
+    for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
+        fake_run(out, arm, 200, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5,
+                                 "debias/refits": 2.0}, 3, start, steps=3)
+    for arm in speedup.ARMS:  # the start evaluated at 0.3 everywhere: the pairs of every arm
+        lines = (out / "runs" / arm / "heldout.jsonl").read_text().splitlines()
+        first = json.loads(lines[0])
+        first["tasks"] = [{"task_id": t, "valid_rate": 0.5, "positions": p} for t, p in start.items()]
+        (out / "runs" / arm / "heldout.jsonl").write_text(json.dumps(first) + "\n" + lines[1] + "\n")
+    results = tmp_path / "results"
+    speedup.main(["--preset", "cpu-learn", "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    record = json.loads((results / "results" / "cpu-learn.json").read_text())
+    arms = record["arms"]
+    gain = speedup.paired_gain(start, better)
+    assert arms["real_grpo"]["gain_over_start"]["point"] == pytest.approx(gain[0]) and gain[1] > 0
+    assert arms["wmrl"]["difference_to_real_grpo"]["point"] == pytest.approx(0.0)
+    assert arms["pure_world_model"]["gain_over_start"] == {"point": 0.0, "low": 0.0, "high": 0.0}
+    assert arms["wmrl"]["real_executions"] == 9 and arms["real_grpo"]["real_executions"] == 36
+    assert arms["wmrl"]["execution_s"] == pytest.approx(300) and arms["real_grpo"]["execution_s"] == pytest.approx(1200)
+    assert (arms["wmrl"]["refits"], arms["wmrl"]["weight"], arms["real_grpo"]["refits"]) == (3.0, 2.0, None)
+    assert arms["wmrl"]["curve"]["executions"] == [3.0, 6.0, 9.0]
+    checks = {c["check"]: c["holds"] for c in record["checks"]}
+    assert checks["real-execution GRPO's held-out gain over the start: 95% interval above 0"]
+    assert checks["full WMRL's execution-seconds <= 1/3 of real GRPO's"]  # 300 / 1200
+    assert checks["Full WMRL: >= 3 map refits"] and not checks["Debiasing only: >= 3 map refits"]
+    assert not checks["Denoising only: denoising weight off 1 at the end"]  # never logged
+    text = (results / "RESULTS-learn.md").read_text()
+    assert "## Held-out gain over the starting policy" in text and "| Full WMRL: >= 3 map refits | 3 | yes |" in text
+    for name in ("cpu-learn_heldout_vs_time.png", "cpu-learn_heldout_vs_executions.png", "cpu-learn_train_reward.png"):
+        assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
+    assert not (results / "RESULTS.md").exists()  # the cpu-quick page is left alone

