@@ -220,3 +220,13 @@ def test_a_step_with_every_rollout_missing_is_loud_and_two_stop_training(caplog)
     logged = [r for r in caplog.records if "every rollout of this training step is missing" in r.message]
     assert len(logged) == 2 and all(r.levelname == "ERROR" and "setpriv" in r.getMessage() for r in logged)
     assert module.global_step == 0  # nothing was learned from missing rewards
+
+
+def test_time_a_callback_reports_while_planning_counts_into_its_step():
+    class Planner(RLCallback):
+        def on_rollout_plan(self, trainer, pl_module, plan):
+            pl_module.add_time("planning", 0.25)
+
+    t = trainer(2, callbacks=[Planner()])
+    t.fit(make_module(), torch.utils.data.DataLoader(Steps(2), batch_size=None))
+    assert float(t.callback_metrics["time/planning"]) == pytest.approx(0.25)  # once per step, not lost or doubled

@@ -210,9 +210,9 @@ class GRPOModule(pl.LightningModule):
     def training_step(self, task_ids: list[str], batch_idx: int) -> None:
         hp = self.hparams
         step_start, step_number = time.perf_counter(), self.global_step + 1  # the update advances global_step
+        self._timings = {}  # before the plan hook: a routing callback's add_time counts into this step
         plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
         dispatch("on_rollout_plan", self.trainer, self, plan)
-        self._timings = {}
         batch = self.rollout(plan, seed=hp.seed + self.global_step + 100_003 * self.global_rank)
         dispatch("on_rollout_end", self.trainer, self, batch)
         self._check_missing(batch)
