@@ -134,8 +134,9 @@ PRESETS: dict[str, Preset] = {
     # tasks, chosen on the train split: benchmarks/README.md) with 4 groups x 3 rollouts a step, so the anchor
     # floor of one group executes a quarter of the rollouts; the pretrained learned world model; calibration
     # constants scaled to a 3-step run (the paper's 200 / 64 pairs and 32 warm-up observations would never engage
-    # in 9 anchor rollouts): the map refits after every step's 3 anchor pairs, the denoising scale freezes after
-    # its first observation.
+    # in 9 anchor rollouts, of which the gate decides some: a first try at min_pairs 3 / refit_every 3 had 2 pairs
+    # after step 1 and 5 after step 2): the map refits after every step once 2 pairs exist, the denoising scale
+    # freezes after its first observation (half-life 8 observations).
     "cpu-learn": Preset(
         base="configs/autoresearch/quickstart.yaml",
         ablations="configs/autoresearch/ablations/cpu",
@@ -145,7 +146,7 @@ PRESETS: dict[str, Preset] = {
         eval_samples=6,
         world_model=PRETRAINED_WORLD_MODEL,
         callbacks={
-            "OnlineDebiasing": {"min_pairs": 3, "refit_every": 3},
+            "OnlineDebiasing": {"min_pairs": 2, "refit_every": 1},
             "InverseVarianceDenoising": {"warmup": 1, "half_life": 8},
         },
         results_name="RESULTS-learn.md",

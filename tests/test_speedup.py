@@ -177,8 +177,8 @@ def test_every_cpu_learn_arm_instantiates_with_the_pretrained_world_model_and_cp
         if isinstance(c, WorldModelReward):
             wm = c.world_model
             assert isinstance(wm, LearnedWorldModel) and Path(wm.pretrained).is_file() and not wm.execution_log
-        if isinstance(c, OnlineDebiasing):  # 3 anchor pairs a step: a refit after every step
-            assert (c.min_pairs, c.refit_every) == (3, 3)
+        if isinstance(c, OnlineDebiasing):  # 2-3 anchor pairs a step: a refit after every step
+            assert (c.min_pairs, c.refit_every) == (2, 1)
         if isinstance(c, InverseVarianceDenoising):
             assert c.state.warmup == 1
         if isinstance(c, AnchorRouting):  # the floor of one group of four: a quarter of the rollouts real
