@@ -21,6 +21,7 @@ real-execution runs. A section headed ``## Reading (by hand, <date>)`` at the en
 tables are regenerated.
 
     python benchmarks/speedup.py --preset cpu-quick               # 2 CPU cores, about 63 minutes
+    python benchmarks/speedup.py --preset cpu-learn               # 2 CPU cores, about 80 minutes: RESULTS-learn.md
     python benchmarks/speedup.py --preset gpu --model /models/Qwen3.5-4B   # paper scale (vLLM, one GPU or more)
     python benchmarks/speedup.py --preset cpu-quick --reuse       # finished arms are read, not rerun
 
@@ -29,7 +30,13 @@ Presets. ``cpu-quick``: SmolLM2-135M with LoRA, 2 steps of 4 groups x 2 rollouts
 gradient-boosting run instead of the linear model; policy-written variants ran 5-65 s each, two at a time), so
 that execution weighs what it does in AutoResearch work; the learned world model (``LearnedWorldModel``, learning
 from this run's anchors only: no warm start, so no execution is free), execution cache off, 3 held-out samples per
-task. ``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
+task. ``cpu-learn`` (the regime where learning shows): the quickstart's learning settings (LoRA lr 3e-4, the 13
+tabular training tasks, chosen on the train split), 3 steps of 4 groups x 3 rollouts, the learned world model
+*pretrained* on real executions of base-policy scripts on the train split (``benchmarks/pretrain_world_model.py``;
+its build cost is reported with the results), calibration constants scaled to 3 steps, 6 held-out samples per
+task; it writes ``RESULTS-learn.md`` and ``results/cpu-learn.json`` with each arm's paired gain over the starting
+policy and the issue's checks. ``gpu-learn`` is the same on one CUDA GPU (``benchmarks/gpu_learn.sh``).
+``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
 ablation overlays (vLLM for rollouts and the world model; the LLM world model in ``generate`` mode), the train
 split, the paper's step budget unless ``--steps`` says otherwise.
 
