@@ -117,6 +117,7 @@ class Preset:
     #: init_args overrides of the overlays' callbacks, by class name (e.g. CPU-scaled calibration constants)
     callbacks: dict[str, dict] = field(default_factory=dict)
     trainer: dict = field(default_factory=dict)  # more trainer settings (e.g. the GPU accelerator)
+    title: str = "Speedup: WMRL vs real-execution GRPO"
     results_name: str = "RESULTS.md"  # under --results; the figures go to --results/results/<figure_prefix>*.png
     figure_prefix: str = "speedup_"
     note: str = ""
@@ -156,6 +157,7 @@ PRESETS: dict[str, Preset] = {
             "OnlineDebiasing": {"min_pairs": 2, "refit_every": 1},
             "InverseVarianceDenoising": {"warmup": 1, "half_life": 8},
         },
+        title="Learning that shows: six arms from one starting policy, held-out gains with paired intervals",
         results_name="RESULTS-learn.md",
         figure_prefix="cpu-learn_",
         note="2 CPU cores, about 12 minutes an arm",
@@ -512,11 +514,13 @@ def learning_figures(summary: dict[str, dict], start: dict | None, target: Path,
     for axis, key, label in (("time", "train_wall_s", "training wall-clock (min)"),
                              ("executions", "real_executions", "real executions")):
         fig, ax = plt.subplots(figsize=(7, 4.2))
-        for a, row in summary.items():
+        for k, (a, row) in enumerate(summary.items()):
             x = row[key] / 60 if axis == "time" else row[key]
             h = row["held_out"]
             xs, ys = ([0, x], [begin[0], h["point"]]) if begin else ([x], [h["point"]])
-            line, = ax.plot(xs, ys, marker="o", label=LABELS[a])
+            # arms that end on the same score would hide each other: each gets its own marker and dash
+            line, = ax.plot(xs, ys, marker="osv^Dx"[k % 6], ls=("-", "--", ":", "-.")[k % 4], ms=7 - k % 3,
+                            label=LABELS[a])
             ax.errorbar(x, h["point"], yerr=[[max(h["point"] - h["low"], 0)], [max(h["high"] - h["point"], 0)]], capsize=4,
                         color=line.get_color())
         if begin:
@@ -585,7 +589,7 @@ def learning_markdown(summary: dict[str, dict], start: dict | None, world_model:
 def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmResult], limit: Limit | None,
                      command: str, figure_names: list[str], figure_dir: str, extra: list[str] | None = None) -> str:
     lines = [
-        "# Speedup: WMRL vs real-execution GRPO",
+        f"# {preset.title}",
         "",
         f"Measured by `benchmarks/speedup.py` on {time.strftime('%Y-%m-%d')}. Machine: {machine()}.",
         "",
