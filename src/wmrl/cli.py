@@ -276,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="process sandbox isolation (default: bubblewrap if it works here)")
         p.add_argument("--max-concurrency", type=int, default=None, help="runs at once (default: CPU cores)")
 
+    for name, what in (("fit", "train"), ("validate", "evaluate on the held-out tasks"),
+                       ("test", "evaluate on the test split")):  # run by LightningCLI (main() hands them over)
+        sub.add_parser(name, help=f"{what} (LightningCLI): wmrl {name} -c CONFIG.yaml [--key value ...]; "
+                                  f"`wmrl {name} --help` lists every key")
     tasks = sub.add_parser("tasks", help="the AutoResearch task suite").add_subparsers(dest="action", required=True)
     p = tasks.add_parser("list", help="list tasks")
     p.add_argument("--split", choices=("train", "heldout", "smoke"))
@@ -317,42 +321,25 @@ LIGHTNING_COMMANDS = ("fit", "validate", "test")
 
 
 def lightning_cli(argv: list[str] | None, run: bool = True):
-    """The LightningCLI behind ``wmrl fit|validate|test`` (``run=False``: parse and instantiate only).
+    """The LightningCLI behind ``wmrl fit|validate|test`` (``run=False``: parse and instantiate only; errors raise).
 
     ``omegaconf+`` parser mode: a config may interpolate (``${trainer.default_root_dir}``), and interpolations
     resolve after every config file and command-line value is merged, so ``--trainer.default_root_dir`` moves
     the logs and checkpoints that interpolate it (plain ``omegaconf`` mode resolved each file on its own and kept
-    the file's run dir). ``data.group_size`` is linked to the module's ``group_size`` rather than repeated.
+    the file's run dir). ``data.group_size`` is linked to the module's ``group_size`` rather than repeated. The
+    class is :class:`wmrl.trainer_cli.WMRLCli` (importable, to subclass).
     """
-    import lightning.pytorch as pl
-    from jsonargparse import set_parsing_settings
-    from lightning.pytorch.cli import LightningCLI
+    from wmrl.trainer_cli import WMRLCli
 
-    # configs write ${trainer.default_root_dir}; under `wmrl fit` the config root is `fit`, so absolute
-    # interpolation paths are read relative to it
-    set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
-
-    class WMRLCli(LightningCLI):
-        def add_arguments_to_parser(self, parser) -> None:
-            parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
-
-    return WMRLCli(
-        pl.LightningModule,
-        pl.LightningDataModule,
-        subclass_mode_model=True,
-        subclass_mode_data=True,
-        args=argv,
-        run=run,
-        parser_kwargs={"parser_mode": "omegaconf+"} if run else {"parser_mode": "omegaconf+", "exit_on_error": False},
-        save_config_kwargs={"overwrite": True},
-    )
+    return WMRLCli(argv, run=run)
 
 
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in LIGHTNING_COMMANDS:
-        lightning_cli(argv)  # None: LightningCLI reads sys.argv itself
-        return 0
+        from wmrl.trainer_cli import run
+
+        return run(argv)  # None: LightningCLI reads sys.argv itself; a configuration error prints short
     args = build_parser().parse_args(words)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     from wmrl.tasks.build import TaskCacheError

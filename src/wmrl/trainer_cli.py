@@ -1,0 +1,227 @@
+"""`WMRLCli`: the LightningCLI behind ``wmrl fit|validate|test``, with errors a person can read.
+
+- A class that fails while it is built (a bad model path, an unknown task, a negative temperature) is reported by
+  ``wmrl`` in two lines: the config key, wmrl's own message (which says the fix), and the class being built;
+  ``WMRL_TRACEBACK=1`` shows the full traceback instead (:func:`config_error`).
+- A command-line mistake prints the parser's message, a did-you-mean for an unknown key, and where the keys are
+  listed, not the ~50 lines of usage (:class:`WMRLArgumentParser`). Abbreviated keys are refused
+  (``--trainer.max_st 7`` used to set ``max_steps`` silently).
+- ``--optimizer`` / ``--lr_scheduler`` are not options: wmrl's modules configure their own optimizer
+  (``model.init_args.lr`` and ``weight_decay``) and step it by hand, so a scheduler would be silently ignored.
+- ``predict`` is not a subcommand: the RL modules have no predict step.
+
+Importing this module imports Lightning; ``wmrl.cli`` imports it only for the Lightning subcommands.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+import traceback
+from typing import Any
+
+import lightning.pytorch as pl
+from jsonargparse import set_parsing_settings
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors
+NOT_OPTIONS = {
+    "--optimizer": "wmrl's modules configure their own optimizer: set model.init_args.lr (and weight_decay)",
+    "--lr_scheduler": "wmrl's modules step their optimizer by hand, so a scheduler would be ignored; no learning-rate "
+                      "schedule option exists yet",
+}
+
+
+class WMRLArgumentParser(LightningArgumentParser):
+    """A LightningArgumentParser that refuses abbreviated keys and reports mistakes in a few lines."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str, ex: Exception | None = None):  # type: ignore[override]
+        if not getattr(self, "exit_on_error", True):
+            return super().error(message, ex)
+        words = (self.prog or "wmrl").split()
+        command = f"wmrl {words[-1]}" if words and words[-1] in self.subcommands_known else "wmrl"
+        sys.stderr.write("\n".join(parse_error_lines(message, self.known_keys(), command)) + "\n")
+        sys.exit(2)
+
+    subcommands_known = ("fit", "validate", "test")
+
+    def known_keys(self) -> list[str]:
+        """Every ``--key`` this parser accepts (its own and its subcommands')."""
+        keys = set(self._option_string_actions)
+        for action in self._actions:
+            for sub in getattr(action, "choices", None) or {}:
+                parser = action.choices[sub] if isinstance(action.choices, dict) else None
+                if isinstance(parser, LightningArgumentParser):
+                    keys |= set(parser._option_string_actions)
+        return sorted(k for k in keys if k.startswith("--"))
+
+
+def parse_error_lines(message: str, known: list[str], prog: str) -> list[str]:
+    """At most five lines for a command-line mistake: the message, a did-you-mean per unknown key, the help.
+
+    >>> print("\\n".join(parse_error_lines("unrecognized arguments: --trainer.max_stepz 7",
+    ...                                    ["--trainer.max_steps", "--trainer.max_epochs"], "wmrl fit")))
+    error: unrecognized arguments: --trainer.max_stepz 7
+      --trainer.max_stepz: did you mean --trainer.max_steps?
+      `wmrl fit --help` lists every key (keys are never abbreviated)
+    """
+    first = message.strip().splitlines()[0] if message.strip() else "invalid arguments"
+    lines = [f"error: {first}"]
+    if first.startswith("unrecognized arguments:"):
+        for word in re.findall(r"(--[\w.\-]+)", first)[:3]:
+            key = word.split("=", 1)[0]
+            if key in NOT_OPTIONS:
+                lines.append(f"  {key}: {NOT_OPTIONS[key]}")
+                continue
+            close = difflib.get_close_matches(key, known, n=2, cutoff=0.75)
+            prefixed = [k for k in known if k.startswith(key + "_") or (k.startswith(key) and key.count(".") >= 1
+                                                                         and len(key) > 3)][:2]
+            guess = close[:1] or prefixed
+            if guess:
+                lines.append(f"  {key}: did you mean {' or '.join(guess)}?")
+    else:
+        lines += [f"  {line.strip()}" for line in message.strip().splitlines()[1:3] if line.strip()]
+    lines.append(f"  `{prog} --help` lists every key (keys are never abbreviated)")
+    return lines[:5]
+
+
+class WMRLCli(LightningCLI):
+    """``wmrl fit|validate|test``: any LightningModule / LightningDataModule by ``class_path`` (the wmrl ones in the
+    shipped configs), ``data.init_args.group_size`` linked to the module's, ``omegaconf+`` interpolation (see
+    :func:`wmrl.cli.lightning_cli`). Subclass it to add arguments or links of your own."""
+
+    def __init__(self, args: list[str] | None = None, run: bool = True, **kwargs: Any) -> None:
+        # configs write ${trainer.default_root_dir}; under `wmrl fit` the config root is `fit`, so absolute
+        # interpolation paths are read relative to it
+        set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
+        parser_kwargs: dict[str, Any] = {"parser_mode": "omegaconf+"}
+        if not run:
+            parser_kwargs["exit_on_error"] = False
+        kwargs.setdefault("parser_kwargs", parser_kwargs)
+        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        super().__init__(pl.LightningModule, pl.LightningDataModule, subclass_mode_model=True,
+                         subclass_mode_data=True, args=args, run=run, parser_class=WMRLArgumentParser,
+                         auto_configure_optimizers=False, **kwargs)
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        commands = LightningCLI.subcommands()
+        commands.pop("predict")  # the RL modules have no predict step
+        return commands
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except Exception as exc:
+            exc.wmrl_config = self.config.get(self.subcommand) if self.subcommand else self.config  # type: ignore[attr-defined]
+            raise
+
+
+def _root(exc: BaseException) -> BaseException:
+    """The innermost cause: the error a wmrl class raised, under jsonargparse's wrappers."""
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = exc.__cause__ or exc.__context__
+        if nxt is None:
+            break
+        exc = nxt
+    return exc
+
+
+def _components(config: Any) -> dict[str, tuple[str, Any]]:
+    """``class_path -> (config key, init_args)`` of the configured classes (model, data, trainer callbacks...)."""
+    out: dict[str, tuple[str, Any]] = {}
+
+    def visit(node: Any, key: str) -> None:
+        if node is None:
+            return
+        if hasattr(node, "class_path") and isinstance(getattr(node, "class_path", None), str):
+            out.setdefault(node.class_path, (key, getattr(node, "init_args", None)))
+            init = getattr(node, "init_args", None)
+            if init is not None:
+                for name, value in vars(init).items():
+                    visit(value, f"{key}.init_args.{name}")
+        elif isinstance(node, list | tuple):
+            for i, item in enumerate(node):
+                visit(item, f"{key}[{i}]")
+        elif hasattr(node, "__dict__") and not isinstance(node, str | int | float | bool):
+            for name, value in vars(node).items():
+                if not name.startswith("_"):
+                    visit(value, f"{key}.{name}" if key else name)
+
+    visit(config, "")
+    return out
+
+
+def _quotes(message: str, value: Any) -> bool:
+    """Whether ``message`` quotes ``value`` (a string of 3+ characters, or a number as a whole token)."""
+    if isinstance(value, str):
+        return len(value) >= 3 and value in message
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return re.search(rf"(?<![\w.]){re.escape(repr(value))}(?![\w.])", message) is not None
+    return False
+
+
+def config_error(exc: BaseException) -> list[str] | None:
+    """At most five lines for an error raised while a configured class was built (``None``: not one of those).
+
+    The config key is the class's (``model``, ``data``, ``trainer.callbacks[2]``...), narrowed to the init arg
+    whose value the message quotes when there is one."""
+    config = getattr(exc, "wmrl_config", None)
+    if config is None:
+        return None
+    root = _root(exc)
+    components = _components(config)
+    key, init, built = None, None, None
+    for frame, _ in traceback.walk_tb(root.__traceback__):
+        owner = frame.f_locals.get("self")
+        if owner is None:
+            continue
+        name = f"{type(owner).__module__}.{type(owner).__qualname__}"
+        if name in components:
+            key, init = components[name]
+            built = name
+            break
+    if key is None:  # the class is named in jsonargparse's wrapper message
+        for class_path, (k, i) in components.items():
+            if class_path in str(exc) or class_path.rsplit(".", 1)[-1] in str(exc):
+                key, init, built = k, i, class_path
+                break
+    text = str(root).strip().splitlines() or [type(root).__name__]
+    message, details = text[0], [line.strip() for line in text[1:] if line.strip()]
+    if len(details) > 3:  # five lines in all: the message, three of its details, where
+        details = [*details[:2], f"... and {len(details) - 2} more"]
+    if init is not None and "init_args." not in message:
+        quoted = [name for name, value in vars(init).items() if _quotes(message, value)]
+        if len(quoted) == 1:  # the one init arg whose value the message quotes
+            key = f"{key}.init_args.{quoted[0]}"
+    where = f"{key}: " if key else ""
+    lines = [f"error: {where}{message}", *(f"  {line}" for line in details)]
+    if built:
+        lines.append(f"  while building {built} ({type(root).__name__}); {TRACEBACK_ENV}=1 shows the full traceback")
+    else:
+        lines.append(f"  ({type(root).__name__}); {TRACEBACK_ENV}=1 shows the full traceback")
+    return lines
+
+
+def run(argv: list[str] | None) -> int:
+    """``wmrl fit|validate|test``: run the CLI; a configuration error is printed short (exit 2)."""
+    try:
+        WMRLCli(argv)
+    except Exception as exc:
+        lines = None if os.environ.get(TRACEBACK_ENV) else config_error(exc)
+        if lines is None:
+            raise
+        sys.stderr.write("\n".join(lines) + "\n")
+        return 2
+    return 0

@@ -1,0 +1,85 @@
+"""`wmrl fit|validate|test` as a new user meets it: mistakes are reported in a few lines naming the key and the
+fix, keys are never abbreviated, and the CLI class is importable to subclass."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wmrl.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = str(ROOT / "configs" / "autoresearch" / "quickstart.yaml")
+
+
+def parse_failure(capsys, *args: str) -> list[str]:
+    with pytest.raises(SystemExit) as exit_:
+        main(["fit", "-c", QUICKSTART, *args])
+    assert exit_.value.code == 2
+    return [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+
+
+def test_a_typo_in_a_key_gets_a_did_you_mean_in_a_few_lines(capsys):
+    lines = parse_failure(capsys, "--trainer.max_stepz", "7")
+    assert len(lines) <= 5, lines
+    assert lines[0] == "error: unrecognized arguments: --trainer.max_stepz 7"
+    assert "did you mean --trainer.max_steps?" in lines[1] and "`wmrl fit --help`" in lines[-1]
+
+
+def test_abbreviated_keys_are_refused_not_silently_expanded(capsys):
+    lines = parse_failure(capsys, "--trainer.max_st", "7")
+    assert "unrecognized arguments: --trainer.max_st 7" in lines[0] and "--trainer.max_steps" in lines[1]
+
+
+def test_a_learning_rate_scheduler_is_refused_with_the_reason(capsys):
+    lines = parse_failure(capsys, "--lr_scheduler", "StepLR")
+    assert "--lr_scheduler StepLR" in lines[0] and "step their optimizer by hand" in lines[1]
+
+
+def wmrl(*args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k != "WMRL_TRACEBACK"} | env
+    return subprocess.run([sys.executable, "-m", "wmrl.cli", *args], capture_output=True, text=True,
+                          env=environment, timeout=300)
+
+
+def test_a_class_that_fails_to_build_is_reported_in_five_lines_naming_the_key():
+    done = wmrl("fit", "-c", QUICKSTART, "--model.init_args.model", "/nonexistent")
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "Seed set" not in line]
+    assert done.returncode == 2 and len(lines) <= 5, lines
+    assert lines[0].startswith("error: model.init_args.model: unknown path '/nonexistent'")
+    assert "smollm2-135m-instruct" in lines[0]  # wmrl's own message, with the fix
+    assert "while building wmrl.modules.grpo.GRPOModule (FileNotFoundError)" in lines[-1]
+    assert "Traceback" not in done.stderr
+
+    done = wmrl("fit", "-c", QUICKSTART, "--model.init_args.temperature", "-1")
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "Seed set" not in line]
+    assert lines[0] == "error: model: invalid GRPOModule configuration:" and len(lines) <= 5, lines
+    assert "model.init_args.temperature must be > 0" in lines[1]
+
+    done = wmrl("fit", "-c", QUICKSTART, "--model.init_args.model", "/nonexistent", WMRL_TRACEBACK="1")
+    assert done.returncode == 1 and "Traceback (most recent call last)" in done.stderr  # for a bug report
+
+
+def test_wmrl_help_lists_the_lightning_subcommands(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert all(f"    {name} " in text for name in ("fit", "validate", "test", "tasks", "exec", "report"))
+    assert "predict" not in text
+
+
+def test_the_cli_class_is_importable_and_subclassable(tmp_path):
+    from wmrl.trainer_cli import WMRLCli
+
+    class MyCli(WMRLCli):
+        def add_arguments_to_parser(self, parser) -> None:
+            super().add_arguments_to_parser(parser)
+            parser.add_argument("--my_note", default="none")
+
+    assert "predict" not in MyCli.subcommands()
+    cli = MyCli(["-c", QUICKSTART, "--my_note", "hello", "--trainer.default_root_dir", str(tmp_path)], run=False)
+    assert cli.config["my_note"] == "hello" and cli.model.hparams.group_size == cli.datamodule.group_size == 4
