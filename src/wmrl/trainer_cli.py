@@ -215,7 +215,13 @@ def config_error(exc: BaseException) -> list[str] | None:
 
 
 def run(argv: list[str] | None) -> int:
-    """``wmrl fit|validate|test``: run the CLI; a configuration error is printed short (exit 2)."""
+    """``wmrl fit|validate|test``: run the CLI; a configuration error is printed short (exit 2).
+
+    The working directory goes on ``sys.path`` first, as under ``python -m``: a config's ``class_path:
+    my_callbacks.MyCallback`` finds ``./my_callbacks.py`` (the ``wmrl`` script alone would look only beside itself
+    and in site-packages)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         WMRLCli(argv)
     except Exception as exc:
