@@ -150,9 +150,56 @@ def test_overriding_the_run_dir_under_the_fit_subcommand(tmp_path):
     import sys
 
     run_dir = str(tmp_path / "elsewhere")
-    out = subprocess.run(
-        [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
+    out = subprocess.run(  # paper_4b.yaml interpolates its own checkpoint dir (every 10 steps)
+        [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / "configs/autoresearch/paper_4b.yaml"),
          f"--trainer.default_root_dir={run_dir}", "--print_config"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     ).stdout
-    assert out.count(f"save_dir: {run_dir}") == 2 and f"dirpath: {run_dir}/checkpoints" in out
+    assert f"default_root_dir: {run_dir}" in out and f"dirpath: {run_dir}/checkpoints" in out
+
+
+def test_no_shipped_yaml_repeats_the_loggers_progress_bar_or_checkpoint():
+    """wmrl fit adds them to every run (wmrl.trainer_cli.default_loggers / default_callbacks); a config lists a
+    ModelCheckpoint only to change its frequency."""
+    for config in CONFIGS:
+        text = config.read_text()
+        assert not any(name in text for name in ("TensorBoardLogger", "CSVLogger", "RichProgressBar")), config
+        assert "every_n_train_steps: 1}" not in text, config
+
+
+def test_every_run_gets_the_loggers_the_progress_bar_and_a_checkpoint_once(tmp_path, monkeypatch):
+    from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from wmrl.callbacks.progress import StepProgressBar
+
+    monkeypatch.chdir(tmp_path)
+    quickstart = ["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
+                  "-c", str(ROOT / "configs/autoresearch/ablations/cpu/wmrl.yaml")]
+    cli = lightning_cli([*quickstart, f"--trainer.default_root_dir={tmp_path}"], run=False)
+    bars = [c for c in cli.trainer.callbacks if isinstance(c, ProgressBar)]
+    checkpoints = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    assert len(bars) == 1 and isinstance(bars[0], StepProgressBar)
+    assert len(checkpoints) == 1 and checkpoints[0]._every_n_train_steps == 1 and checkpoints[0].save_last
+    assert checkpoints[0].dirpath == f"{tmp_path}/checkpoints"
+    assert [type(lg) for lg in cli.trainer.loggers] == [TensorBoardLogger, CSVLogger]
+    assert [lg.log_dir for lg in cli.trainer.loggers] == [f"{tmp_path}/tensorboard/version_0", f"{tmp_path}/csv/version_0"]
+
+    paper = lightning_cli(["-c", str(ROOT / "configs/autoresearch/paper_4b.yaml"), *_GPU_TO_CPU], run=False)
+    (own,) = [c for c in paper.trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    assert own._every_n_train_steps == 10  # its own frequency, not a second checkpoint
+
+    off = lightning_cli([*quickstart, "--trainer.logger=false", "--trainer.enable_checkpointing=false",
+                         "--trainer.enable_progress_bar=false"], run=False)
+    assert off.trainer.loggers == [] and not any(isinstance(c, ModelCheckpoint | ProgressBar)
+                                                 for c in off.trainer.callbacks)
+
+
+def test_the_progress_bar_says_the_step_budget():
+    from types import SimpleNamespace
+
+    from wmrl.callbacks.progress import StepProgressBar
+
+    bar = StepProgressBar()
+    bar._trainer = SimpleNamespace(max_steps=3, max_epochs=-1)
+    assert bar._get_train_description(0) == "Training: 3 steps"

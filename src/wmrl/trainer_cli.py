@@ -118,12 +118,50 @@ class WMRLCli(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
 
+    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list) -> pl.Trainer:
+        """The trainer, with what every wmrl run logs and keeps added once here instead of in every YAML."""
+        root = config.get("default_root_dir") or os.getcwd()
+        if config.get("logger") in (None, True):
+            config["logger"] = default_loggers(root)
+        listed = config.get("callbacks") or []
+        listed = list(listed) if isinstance(listed, list | tuple) else [listed]
+        config["callbacks"] = listed + default_callbacks(
+            listed, root, checkpointing=config.get("enable_checkpointing") is not False,
+            progress_bar=config.get("enable_progress_bar") is not False)
+        return super()._instantiate_trainer(config, callbacks)
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
         except Exception as exc:
             exc.wmrl_config = self.config.get(self.subcommand) if self.subcommand else self.config  # type: ignore[attr-defined]
             raise
+
+
+def default_loggers(root: str) -> list:
+    """TensorBoard and CSV under the run dir (``<root>/tensorboard``, ``<root>/csv``: what ``wmrl report`` and
+    ``benchmarks/speedup.py`` read), for a config that names no logger (``trainer.logger: false`` turns them off)."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    return [TensorBoardLogger(save_dir=root, name="tensorboard"),
+            CSVLogger(save_dir=root, name="csv", flush_logs_every_n_steps=1)]
+
+
+def default_callbacks(listed: list, root: str, checkpointing: bool = True, progress_bar: bool = True) -> list:
+    """The progress bar and the checkpoint a config did not list itself: a :class:`StepProgressBar`, and a
+    ``ModelCheckpoint`` of every step (``<root>/checkpoints``, ``last.ckpt`` kept: a run resumes where it stopped).
+    A config that lists its own (another frequency), or sets ``enable_checkpointing`` / ``enable_progress_bar``
+    false, gets none."""
+    from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+
+    from wmrl.callbacks.progress import StepProgressBar
+
+    out: list = []
+    if progress_bar and not any(isinstance(c, ProgressBar) for c in listed):
+        out.append(StepProgressBar())
+    if checkpointing and not any(isinstance(c, ModelCheckpoint) for c in listed):
+        out.append(ModelCheckpoint(dirpath=os.path.join(root, "checkpoints"), save_last=True, every_n_train_steps=1))
+    return out
 
 
 def _root(exc: BaseException) -> BaseException:
