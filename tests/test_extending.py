@@ -108,6 +108,12 @@ def test_the_world_model_predicts_crashes_from_imports_and_learns_from_anchors(u
     restored.load_state_dict(wm.state_dict())
     assert restored.seen == 1
 
+    from wmrl.testing import check_world_model  # what the guide tells its reader to run
+
+    report = check_world_model(ImportCheckWorldModel())
+    assert report.ok, report.problems
+    assert report.capabilities == ["LearnsFromAnchors", "Checkpointable"]
+
 
 def test_reward_terms_leave_missing_rewards_missing_and_count_silent_terms():
     turn = Turn(response="```python\nprint(1)\n```", code="print(1)\n", outcome=Outcome(Status.VALID, 0.8),

@@ -1,16 +1,23 @@
-"""Typed records that flow through wmrl (stdlib and torch only).
+"""Typed records that flow through wmrl, and the contracts of its plug-ins (stdlib and torch only).
 
-An :class:`Outcome` is what an environment (the real sandbox or, later, a world model) says about one
-executed turn. Its ``reward`` follows the ladder of DESIGN.md section 1; ``None`` means *missing*
-(an infrastructure failure), which is excluded from its group and never counted as 0.
+An :class:`Outcome` is what an environment (the real sandbox or a world model) says about one executed turn. Its
+``reward`` follows the ladder of DESIGN.md section 1; ``None`` means *missing* (an infrastructure failure),
+which is excluded from its group and never counted as 0.
+
+The contracts (at the end): an :class:`Environment` answers :class:`StepRequest` s with outcomes; a world model is
+an environment whose ``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a
+world model has them (:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`,
+:class:`ComparesWithStarter`, :class:`Checkpointable`). They are runtime-checkable protocols: a class conforms by
+having the methods, no base class needed; ``wmrl.testing.check_world_model`` checks one against them.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
@@ -241,3 +248,78 @@ class RolloutPlan:
 
 
 __all__ = ["Outcome", "RolloutBatch", "RolloutPlan", "Source", "Status", "Trajectory", "Turn"]
+
+
+# -- the contracts -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepRequest:
+    """One turn to answer: the task, the parsed code (``None``: no block), the full response, the history."""
+
+    task_id: str
+    code: str | None
+    response: str
+    history: tuple[Turn, ...] = ()
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """What the agent loop needs from an environment (the real sandbox or a world model): one outcome per request,
+    in order; a missing outcome (infrastructure failure) has ``reward=None``, never 0."""
+
+    source: Source
+
+    def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]: ...
+
+
+@runtime_checkable
+class LearnsFromAnchors(Protocol):
+    """A world model that learns from the anchors' real outcomes (after they were side-graded). ``gather``
+    all-gathers a tensor across ranks; returns whether it refit."""
+
+    def observe(self, requests: Sequence[StepRequest], outcomes: Sequence[Outcome],
+                gather: Callable[[torch.Tensor], torch.Tensor] | None = None) -> bool: ...
+
+
+@runtime_checkable
+class GradesTrajectories(Protocol):
+    """A world model that grades whole trajectories (the VLA progress model) instead of single turns."""
+
+    def grade_trajectories(self, trajectories: Sequence[Trajectory]) -> list[float | None]: ...
+
+
+@runtime_checkable
+class BindsToPolicy(Protocol):
+    """A world model that shares the policy's weights (``LMWorldModel(model="policy")``)."""
+
+    def bind(self, policy: Any, tokenizer: Any) -> None: ...
+
+
+@runtime_checkable
+class ComparesWithStarter(Protocol):
+    """A world model that reads scripts against the starter solution the agent is shown."""
+
+    def compare_with(self, starter: Callable[[str], str]) -> None: ...
+
+
+@runtime_checkable
+class Checkpointable(Protocol):
+    """State saved in checkpoints and restored on resume."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class ShowsStarter(Protocol):
+    """An environment that shows the agent a starter solution per task (the real sandbox environment)."""
+
+    def starter(self, task_id: str) -> str: ...
+
+
+@runtime_checkable
+class ReportsMetrics(Protocol):
+    """A world model with counters of its own, logged each step as ``world_model/<name>`` (``parse_failures``:
+    answers it could not parse, logged as the step's increase; ``examples`` / ``refits`` of a learned model)."""
+
+    def metrics(self) -> dict[str, float]: ...

@@ -10,6 +10,7 @@ Within a hook, callbacks run in the order of ``trainer.callbacks``. Callbacks ta
 
 from __future__ import annotations
 
+from operator import methodcaller
 from typing import TYPE_CHECKING
 
 from lightning.pytorch import Callback
@@ -42,9 +43,15 @@ def dispatch(hook: str, trainer: pl.Trainer, pl_module: pl.LightningModule, payl
     """Call ``hook`` on every :class:`RLCallback` of the trainer, in order."""
     if hook not in RL_HOOKS:
         raise ValueError(f"unknown RL hook {hook!r}; the hooks are {RL_HOOKS}")
+    call = methodcaller(hook, trainer, pl_module, payload)
     for callback in trainer.callbacks:
         if isinstance(callback, RLCallback):
-            getattr(callback, hook)(trainer, pl_module, payload)
+            call(callback)
+
+
+def rank_of(trainer: pl.Trainer | None) -> int:
+    """The trainer's global rank (0 without a trainer: a callback driven by hand, as in unit tests)."""
+    return 0 if trainer is None else int(trainer.global_rank)
 
 
 def gather_rows(trainer: pl.Trainer, rows):
@@ -55,7 +62,7 @@ def gather_rows(trainer: pl.Trainer, rows):
     """
     import torch
 
-    world = getattr(trainer, "world_size", 1) if trainer is not None else 1
+    world = trainer.world_size if trainer is not None else 1
     if world <= 1:
         return rows
     strategy = trainer.strategy

@@ -52,7 +52,7 @@ from wmrl.algorithms.debias import (
     fit_calibration,
     rank_correlation,
 )
-from wmrl.callbacks.base import RLCallback, gather_rows
+from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
 from wmrl.callbacks.world_model import fidelity
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class OnlineDebiasing(RLCallback):
 
     def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         anchor = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
-        rank = float(getattr(trainer, "global_rank", 0) or 0)
+        rank = float(rank_of(trainer))
         local = torch.stack(
             [batch.wm_rewards.double(), batch.rewards.double(), batch.group_ids.double(),
              torch.full((len(batch),), rank, dtype=torch.float64)], dim=1,

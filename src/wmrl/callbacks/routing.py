@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from wmrl.callbacks.base import RLCallback
+from wmrl.callbacks.base import RLCallback, rank_of
 from wmrl.types import Source
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class AnchorRouting(RLCallback):
         self.executions = 0
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        rank = getattr(trainer, "global_rank", 0)
+        rank = rank_of(trainer)
         if rank:
             self.rng = random.Random(self.seed + rank)
 

@@ -25,6 +25,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from wmrl.callbacks.base import RLCallback, gather_rows
+from wmrl.types import (
+    BindsToPolicy,
+    Checkpointable,
+    ComparesWithStarter,
+    Environment,
+    GradesTrajectories,
+    LearnsFromAnchors,
+    ReportsMetrics,
+    ShowsStarter,
+)
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -58,29 +68,32 @@ class WorldModelReward(RLCallback):
         side_grade: grade anchor trajectories with the world model too (needed by both corrections).
     """
 
+    # ``Any`` for the config parser: jsonargparse matches a Protocol by method signatures, which a user's
+    # unannotated world model would fail; the contract is checked below, with isinstance, and named.
     def __init__(self, world_model: Any, side_grade: bool = True) -> None:
-        if not (hasattr(world_model, "step_many") or hasattr(world_model, "grade_trajectories")):
+        if not isinstance(world_model, Environment | GradesTrajectories):
             raise TypeError(
-                "WorldModelReward world_model must be an environment with step_many (or grade_trajectories) "
-                f"(got {type(world_model).__name__})"
+                "WorldModelReward world_model must be an environment with source and step_many, or grade "
+                f"trajectories (wmrl.types.Environment / GradesTrajectories; got {type(world_model).__name__}); "
+                "wmrl.testing.check_world_model says what is missing"
             )
         self.world_model = world_model
         self.side_grade = side_grade
         self._failures_seen = 0
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if hasattr(self.world_model, "bind"):
+        if isinstance(self.world_model, BindsToPolicy):
             self.world_model.bind(pl_module.policy, pl_module.tokenizer)
-        real = getattr(pl_module, "environments", {}).get("real")
-        if hasattr(self.world_model, "compare_with") and callable(getattr(real, "starter", None)):
+        real = pl_module.environments.get("real")
+        if isinstance(self.world_model, ComparesWithStarter) and isinstance(real, ShowsStarter):
             self.world_model.compare_with(real.starter)  # the starter the agent is shown, not always the baseline
         pl_module.add_environment("world_model", self.world_model)
 
     def on_rollout_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
-        from wmrl.rollout.agent import StepRequest
+        from wmrl.types import StepRequest
 
         anchors = [i for i, tr in enumerate(batch.trajectories) if bool(batch.is_real[i]) and tr.turns]
-        if self.side_grade and anchors and hasattr(self.world_model, "grade_trajectories"):
+        if self.side_grade and anchors and isinstance(self.world_model, GradesTrajectories):
             # world models that grade whole trajectories (the VLA path's progress model scores an episode)
             start = time.perf_counter()
             rewards = self.world_model.grade_trajectories([batch.trajectories[i] for i in anchors])
@@ -105,23 +118,23 @@ class WorldModelReward(RLCallback):
                     best[i] = max(best.get(i, 0.0), outcome.reward)
             for i, reward in best.items():
                 batch.wm_rewards[i] = reward
-        learned = {}
-        if hasattr(self.world_model, "observe"):  # learns from the anchors' real outcomes once they are side-graded
-            learned = self._observe(trainer, pl_module, batch, anchors)
-        failures = getattr(self.world_model, "parse_failures", 0)
+        if isinstance(self.world_model, LearnsFromAnchors):  # learns from the anchors once they are side-graded
+            self._observe(trainer, pl_module, batch, anchors)
+        own = dict(self.world_model.metrics()) if isinstance(self.world_model, ReportsMetrics) else {}
+        failures = own.pop("parse_failures", 0.0)
         metrics = {"world_model/parse_failures": float(failures - self._failures_seen)}
+        metrics.update({f"world_model/{key}": float(value) for key, value in own.items()})
         self._failures_seen = failures
         pairs = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
         if int(pairs.sum()) >= 1:
             for key, value in fidelity(batch.wm_rewards[pairs], batch.rewards[pairs]).items():
                 metrics[f"fidelity/{key}_raw"] = value
-        metrics.update(learned)
         pl_module.log_dict(metrics, on_step=True, batch_size=len(batch))
 
     def _observe(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch,
-                 anchors: list[int]) -> dict[str, float]:
+                 anchors: list[int]) -> None:
         """Hand every anchor turn's real outcome to the world model; every rank joins (rows are all-gathered)."""
-        from wmrl.rollout.agent import StepRequest
+        from wmrl.types import StepRequest
 
         requests, outcomes = [], []
         for i in anchors:
@@ -132,14 +145,11 @@ class WorldModelReward(RLCallback):
         start = time.perf_counter()
         self.world_model.observe(requests, outcomes, gather=lambda rows: gather_rows(trainer, rows))
         pl_module.add_time("world_model", time.perf_counter() - start)
-        examples = getattr(self.world_model, "examples", None)
-        return {"world_model/examples": float(0 if examples is None else len(examples)),
-                "world_model/refits": float(getattr(self.world_model, "refits", 0))}
 
     def state_dict(self) -> dict:
         """The world model's learned state, when it has one (a learned world model's examples and head)."""
-        return {"world_model": self.world_model.state_dict()} if hasattr(self.world_model, "state_dict") else {}
+        return {"world_model": self.world_model.state_dict()} if isinstance(self.world_model, Checkpointable) else {}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        if "world_model" in state_dict and hasattr(self.world_model, "load_state_dict"):
+        if "world_model" in state_dict and isinstance(self.world_model, Checkpointable):
             self.world_model.load_state_dict(state_dict["world_model"])

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from wmrl.rollout.agent import StepRequest
     from wmrl.tasks.suite import TaskSuite
+    from wmrl.types import StepRequest
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,6 @@ class LearnedWorldModel:
         self._embeddings: dict[str, torch.Tensor] = {}
         self.calls = 0
         self.seconds = 0.0
-        self.parse_failures = 0  # the protocol's counter; a learned head has nothing to parse
         self.untrained_answers = 0
 
     # -- the encoder -----------------------------------------------------------------------------------
@@ -415,6 +414,11 @@ class LearnedWorldModel:
             flags=(UNTRAINED_FLAG,),
             variance=MAX_VARIANCE,
         )
+
+    def metrics(self) -> dict[str, float]:
+        """What ``WorldModelReward`` logs as ``world_model/*``: the examples learned and the head's refits."""
+        return {"parse_failures": 0.0, "examples": float(0 if self.examples is None else len(self.examples)),
+                "refits": float(self.refits)}
 
     # -- a pretrained model ----------------------------------------------------------------------------
     def save(self, path: str | Path, meta: dict | None = None) -> Path:

@@ -22,7 +22,7 @@ from wmrl.tasks.suite import TaskSuite
 from wmrl.types import Outcome, Source
 
 if TYPE_CHECKING:
-    from wmrl.rollout.agent import StepRequest
+    from wmrl.types import StepRequest
 
 log = logging.getLogger(__name__)
 

@@ -42,8 +42,8 @@ from wmrl.tasks.build import STARTER_HEADING
 from wmrl.types import Outcome, Source, Status
 
 if TYPE_CHECKING:
-    from wmrl.rollout.agent import StepRequest
     from wmrl.tasks.suite import TaskSuite
+    from wmrl.types import StepRequest
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,10 @@ class LMWorldModel:
         self.seconds = 0.0
 
     # -- the model -------------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """What ``WorldModelReward`` logs as ``world_model/*``: answers it could not parse (a running count)."""
+        return {"parse_failures": float(self.parse_failures)}
+
     def bind(self, policy: Any, tokenizer: Any) -> None:
         """Use the policy's weights (with its LoRA adapter disabled) when ``model == "policy"``."""
         if self.model_name == "policy":

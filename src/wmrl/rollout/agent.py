@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 from wmrl.rollout.engine import GenerationEngine, SamplingParams
-from wmrl.types import Outcome, Source, Trajectory, Turn
+from wmrl.types import Environment, Outcome, Source, StepRequest, Trajectory, Turn  # noqa: F401 (re-exported)
 
 SYSTEM_PROMPT = (
     "You are an expert machine-learning engineer. You solve a prediction task by writing one complete, "
@@ -83,24 +82,6 @@ def response_prefill(mode: Prefill, starter: str | None) -> str:
     if mode == "fence" or not starter:
         return FENCE
     return FENCE + starter_head(starter)
-
-
-@dataclass(frozen=True)
-class StepRequest:
-    """One turn to answer: the task, the parsed code (``None``: no block), the full response, the history."""
-
-    task_id: str
-    code: str | None
-    response: str
-    history: tuple[Turn, ...] = ()
-
-
-class Environment(Protocol):
-    """What the agent loop needs from an environment (real sandbox or world model)."""
-
-    source: Source
-
-    def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]: ...
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,6 @@ class ProgressWorldModel:
         self.anchors: list[Episode] = []
         self.new_anchors = 0
         self.refreshes = 0
-        self.parse_failures = 0  # WorldModelReward reads it; a learned model never fails to parse
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr)
 
     # -- persistence -----------------------------------------------------------------------------------
@@ -181,6 +180,10 @@ class ProgressWorldModel:
         seconds = (time.perf_counter() - start) / max(len(episodes), 1)
         return [Outcome(Status.VALID, float(r), feedback="world model", wall_seconds=seconds,
                         source=Source.WORLD_MODEL) for r in rewards]
+
+    def metrics(self) -> dict[str, float]:
+        """What ``WorldModelReward`` logs as ``world_model/*`` (a learned progress model never fails to parse)."""
+        return {"parse_failures": 0.0}
 
     def grade_trajectories(self, trajectories: Sequence) -> list[float | None]:
         """Side-grade anchor trajectories (``EpisodeTrajectory``), then learn from them (on-policy refresh)."""

