@@ -230,3 +230,34 @@ def test_time_a_callback_reports_while_planning_counts_into_its_step():
     t = trainer(2, callbacks=[Planner()])
     t.fit(make_module(), torch.utils.data.DataLoader(Steps(2), batch_size=None))
     assert float(t.callback_metrics["time/planning"]) == pytest.approx(0.25)  # once per step, not lost or doubled
+
+
+def test_both_domains_share_one_training_step_whose_seed_has_the_rank_term():
+    """One definition (wmrl.modules.base.RLModule.training_step; the VLA module's identity is asserted in
+    tests/vla), and rank r plays seed + step + 100003 r: DDP ranks never sample the same noise."""
+    from types import SimpleNamespace
+
+    from wmrl.modules.base import RLModule, rollout_seed
+
+    assert GRPOModule.training_step is RLModule.training_step
+    assert "training_step" not in vars(GRPOModule)
+
+    class Planted(Exception):
+        pass
+
+    class Echo(RLModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.save_hyperparameters({"seed": 7, "group_size": 2})
+
+        def rollout(self, plan, seed):
+            raise Planted(seed)
+
+    seeds = []
+    for rank in (0, 1, 2):
+        module = Echo()
+        module._trainer = SimpleNamespace(callbacks=[], global_rank=rank, global_step=0)
+        with pytest.raises(Planted) as planted:
+            module.training_step(["task_a"], 0)
+        seeds.append(planted.value.args[0])
+    assert seeds == [rollout_seed(7, 0, r) for r in (0, 1, 2)] == [7, 100_010, 200_013]

@@ -27,19 +27,17 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-import lightning.pytorch as pl
 import torch
 
 from wmrl.algorithms.grpo import (
     aggregation_normaliser,
     entropy_from_logits,
-    group_advantages,
     grpo_loss,
     token_logprobs,
 )
-from wmrl.callbacks.base import dispatch
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits, prompt_micro_batches
+from wmrl.modules.base import RLModule
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.rollout.vllm_engine import VLLMGenerationEngine, VLLMSettings
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
@@ -59,7 +57,7 @@ LossAggregation = Literal["token_mean", "seq_mean_token_mean", "dr_grpo"]
 Engine = Literal["hf", "vllm"]
 
 
-class GRPOModule(pl.LightningModule):
+class GRPOModule(RLModule):
     """GRPO over multi-turn AutoResearch rollouts.
 
     Args:
@@ -196,69 +194,17 @@ class GRPOModule(pl.LightningModule):
             raise ValueError("model.init_args.engine=vllm does not run under FSDP (the LoRA adapter it syncs is "
                              "sharded there): use the DDP strategy (configs/strategy/ddp.yaml) or engine: hf")
 
-    def add_environment(self, name: str, environment: Any) -> None:
-        """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""
-        if name == "real":
-            raise ValueError("the real environment is a constructor argument (model.init_args.environment)")
-        self.environments[name] = environment
-
-    def add_time(self, key: str, seconds: float) -> None:
-        """Count ``seconds`` into this step's ``time/<key>`` (callbacks report their own work this way)."""
-        self._timings[key] = self._timings.get(key, 0.0) + seconds
-
-    # -- the method ------------------------------------------------------------------------------------
-    def training_step(self, task_ids: list[str], batch_idx: int) -> None:
-        hp = self.hparams
-        step_start, step_number = time.perf_counter(), self.global_step + 1  # the update advances global_step
-        self._timings = {}  # before the plan hook: a routing callback's add_time counts into this step
-        plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
-        dispatch("on_rollout_plan", self.trainer, self, plan)
-        batch = self.rollout(plan, seed=hp.seed + self.global_step + 100_003 * self.global_rank)
-        dispatch("on_rollout_end", self.trainer, self, batch)
-        self._check_missing(batch)
-        dispatch("on_rewards", self.trainer, self, batch)
-        advantages, used = group_advantages(
-            torch.nan_to_num(batch.rewards), batch.group_ids, batch.graded
-        )
-        batch.advantages.copy_(advantages.to(batch.advantages.dtype))
-        batch.used.copy_(used)
-        dispatch("on_advantages", self.trainer, self, batch)
-        start = time.perf_counter()
-        metrics = self.update(batch)
-        metrics["time/update"] = time.perf_counter() - start
-        metrics.update(self.rollout_metrics(batch, plan))
-        metrics["time/step"] = time.perf_counter() - step_start
-        self.log_dict(metrics, on_step=True, batch_size=len(batch))
+    # -- the method (the step itself is RLModule.training_step) -----------------------------------------
+    def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
         real = [tr for tr in batch.trajectories if tr.source is Source.REAL and tr.best is not None]
         self.train_history.append({
-            "step": step_number,
+            "step": step,
             "real_reward": metrics["reward/real_mean"],
             "real_valid_rate": sum(tr.best.status is Status.VALID for tr in real) / len(real) if real else math.nan,
             "truncated_rate": metrics["rollout/truncated_rate"],
             "kl": metrics.get("loss/kl", math.nan),
         })
-
-    def _check_missing(self, batch: RolloutBatch) -> None:
-        """Missing rewards (infrastructure errors) are excluded, never 0; a step where *every* rollout is missing
-        says so loudly with the first error, and a second such step in a row (on every rank: all ranks decide
-        together) stops training, since a broken sandbox otherwise trains on nothing, silently."""
-        local = len(batch) > 0 and not bool(batch.graded.any())
-        if local:
-            errors = [t.outcome.error for tr in batch.trajectories for t in tr.turns if t.outcome.missing]
-            log.error("every rollout of this training step is missing (infrastructure errors, not scored): %s. "
-                      "Check the environment, e.g. `wmrl exec <task> <script>` or `wmrl tasks check`.",
-                      next((e for e in errors if e), "no error message"))
-        if not self.trainer.strategy.reduce_boolean_decision(local, all=True):
-            self._all_missing_steps = 0
-            return
-        self._all_missing_steps += 1
-        if self._all_missing_steps >= 2:
-            raise RuntimeError(
-                "two training steps in a row where every rollout is missing (infrastructure errors; the first "
-                "error is in the log above): training stopped. Check the environment, e.g. `wmrl exec <task> "
-                "<script>` or `wmrl tasks check`."
-            )
 
     # -- rollouts --------------------------------------------------------------------------------------
     def rollout(self, plan: RolloutPlan, seed: int, agent: AgentLoop | None = None) -> RolloutBatch:

@@ -33,13 +33,11 @@ import time
 import warnings
 from typing import Any
 
-import lightning.pytorch as pl
 import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from wmrl.algorithms.grpo import group_advantages
-from wmrl.callbacks.base import dispatch
+from wmrl.modules.base import RLModule
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Turn
 from wmrl.vla.episode import Episode, EpisodeTrajectory, seed_of
 from wmrl.vla.policy import PolicySettings, VLAPolicy, observation_batch, to_pixels
@@ -69,7 +67,7 @@ class PolicyController:
         return to_pixels(chunk).clamp(0.0, 512.0).numpy(), chunk.numpy()
 
 
-class VLAGRPOModule(pl.LightningModule):
+class VLAGRPOModule(RLModule):
     """GRPO for LeRobot policies with world-model rewards (see the module docstring).
 
     Args:
@@ -154,15 +152,6 @@ class VLAGRPOModule(pl.LightningModule):
         torch.manual_seed(self.hparams.seed)
         self.policy = VLAPolicy(self.settings)
 
-    def add_environment(self, name: str, environment: Any) -> None:
-        """Register an environment that rollout plans may route groups to (``WorldModelReward`` adds ``world_model``)."""
-        if name == "real":
-            raise ValueError("the real environment is a constructor argument (model.init_args.simulator)")
-        self.environments[name] = environment
-
-    def add_time(self, key: str, seconds: float) -> None:
-        self._timings[key] = self._timings.get(key, 0.0) + seconds
-
     def configure_optimizers(self):
         return torch.optim.AdamW(self.policy.parameters(), lr=self.hparams.lr)
 
@@ -238,26 +227,8 @@ class VLAGRPOModule(pl.LightningModule):
             logger.log_metrics({"sft/loss": float(loss.detach())}, step=0)
         return float(loss.detach())
 
-    # -- the method ------------------------------------------------------------------------------------
-    def training_step(self, task_ids: list[str], batch_idx: int) -> None:
-        hp = self.hparams
-        step_start = time.perf_counter()
-        self._timings = {}
-        plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
-        dispatch("on_rollout_plan", self.trainer, self, plan)
-        batch = self.rollout(plan, seed=hp.seed + self.global_step)
-        dispatch("on_rollout_end", self.trainer, self, batch)
-        dispatch("on_rewards", self.trainer, self, batch)
-        advantages, used = group_advantages(torch.nan_to_num(batch.rewards), batch.group_ids, batch.graded)
-        batch.advantages.copy_(advantages.to(batch.advantages.dtype))
-        batch.used.copy_(used)
-        dispatch("on_advantages", self.trainer, self, batch)
-        start = time.perf_counter()
-        metrics = self.update(batch)
-        metrics["time/update"] = time.perf_counter() - start
-        metrics.update(self.rollout_metrics(batch, plan))
-        metrics["time/step"] = time.perf_counter() - step_start
-        self.log_dict(metrics, on_step=True, batch_size=len(batch))
+    # -- the method (the step itself is RLModule.training_step, shared with the LLM module) ---------------
+    def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
         self.log("real_success", metrics["anchor/real_success"], prog_bar=True, on_step=True, batch_size=len(batch))
 

@@ -1,0 +1,118 @@
+"""`RLModule`: the one RL training step both domains share (LLM agents and VLA policies).
+
+    plan -> on_rollout_plan -> rollout -> on_rollout_end -> missing check -> on_rewards
+         -> group advantages -> on_advantages -> update -> metrics
+
+A subclass implements the domain: :meth:`rollout` (play a plan in its environments), :meth:`update` (one
+optimizer step on the batch), :meth:`rollout_metrics`, and optionally :meth:`after_step` (progress-bar values,
+a training curve). The skeleton owns what must not differ between them: the hook order, the timing
+(``time/*``, reset before the plan hook so a routing callback's :meth:`add_time` counts), the rollout seed with
+its rank term (every DDP rank plays different noise; :func:`rollout_seed`), and the missing-reward check (a
+step where every rollout is missing says so; two in a row stop training).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+
+from wmrl.algorithms.grpo import group_advantages
+from wmrl.callbacks.base import dispatch
+from wmrl.types import RolloutBatch, RolloutPlan
+
+log = logging.getLogger(__name__)
+
+RANK_STRIDE = 100_003  # a prime: rank r's seeds never meet rank r+1's within 100k steps
+
+
+def rollout_seed(seed: int, step: int, rank: int) -> int:
+    """The seed of a training step's rollouts: different every step and on every rank, the same on resume.
+
+    >>> rollout_seed(0, 5, 0), rollout_seed(0, 5, 1)
+    (5, 100008)
+    """
+    return seed + step + RANK_STRIDE * rank
+
+
+class RLModule(pl.LightningModule):
+    """The shared training step (see the module docstring). Subclasses set ``self.environments`` (``"real"``
+    first) and ``self.hparams.group_size`` / ``seed`` before training."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.environments: dict[str, Any] = {}
+        self._timings: dict[str, float] = {}
+        self._all_missing_steps = 0  # consecutive steps where every rollout was missing
+
+    # -- what a domain implements ----------------------------------------------------------------------
+    def rollout(self, plan: RolloutPlan, seed: int) -> RolloutBatch:
+        raise NotImplementedError
+
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        raise NotImplementedError
+
+    def rollout_metrics(self, batch: RolloutBatch, plan: RolloutPlan) -> dict[str, float]:
+        """The step's rollout metrics, including ``time/<part>`` for every :meth:`add_time` part."""
+        return {f"time/{k}": v for k, v in self._timings.items()}
+
+    def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
+        """After the metrics are logged (``step`` counts from 1): progress-bar values, training curves."""
+
+    # -- what every domain shares ----------------------------------------------------------------------
+    def add_environment(self, name: str, environment: Any) -> None:
+        """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""
+        if name == "real":
+            raise ValueError("the real environment is a constructor argument of the module")
+        self.environments[name] = environment
+
+    def add_time(self, key: str, seconds: float) -> None:
+        """Count ``seconds`` into this step's ``time/<key>`` (callbacks report their own work this way)."""
+        self._timings[key] = self._timings.get(key, 0.0) + seconds
+
+    def training_step(self, task_ids: list[str], batch_idx: int) -> None:
+        hp = self.hparams
+        step_start, step_number = time.perf_counter(), self.global_step + 1  # the update advances global_step
+        self._timings = {}  # before the plan hook: a routing callback's add_time counts into this step
+        plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
+        dispatch("on_rollout_plan", self.trainer, self, plan)
+        batch = self.rollout(plan, seed=rollout_seed(hp.seed, self.global_step, self.global_rank))
+        dispatch("on_rollout_end", self.trainer, self, batch)
+        self.check_missing(batch)
+        dispatch("on_rewards", self.trainer, self, batch)
+        advantages, used = group_advantages(torch.nan_to_num(batch.rewards), batch.group_ids, batch.graded)
+        batch.advantages.copy_(advantages.to(batch.advantages.dtype))
+        batch.used.copy_(used)
+        dispatch("on_advantages", self.trainer, self, batch)
+        start = time.perf_counter()
+        metrics = self.update(batch)
+        metrics["time/update"] = time.perf_counter() - start
+        metrics.update(self.rollout_metrics(batch, plan))  # with this step's time/* parts
+        metrics["time/step"] = time.perf_counter() - step_start
+        self.log_dict(metrics, on_step=True, batch_size=len(batch))
+        self.after_step(metrics, batch, step_number)
+
+    def check_missing(self, batch: RolloutBatch) -> None:
+        """Missing rewards (infrastructure errors) are excluded, never 0; a step where *every* rollout is missing
+        says so loudly with the first error, and a second such step in a row (on every rank: all ranks decide
+        together) stops training, since a broken environment otherwise trains on nothing, silently."""
+        local = len(batch) > 0 and not bool(batch.graded.any())
+        if local:
+            errors = [t.outcome.error for tr in batch.trajectories for t in tr.turns if t.outcome.missing]
+            log.error("every rollout of this training step is missing (infrastructure errors, not scored): %s. "
+                      "Check the environment, e.g. `wmrl exec <task> <script>` or `wmrl tasks check`.",
+                      next((e for e in errors if e), "no error message"))
+        if not self.trainer.strategy.reduce_boolean_decision(local, all=True):
+            self._all_missing_steps = 0
+            return
+        self._all_missing_steps += 1
+        if self._all_missing_steps >= 2:
+            raise RuntimeError(
+                "two training steps in a row where every rollout is missing (infrastructure errors; the first "
+                "error is in the log above): training stopped. Check the environment, e.g. `wmrl exec <task> "
+                "<script>` or `wmrl tasks check`."
+            )
