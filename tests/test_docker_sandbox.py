@@ -235,6 +235,7 @@ def second_engine():
     assert not root.exists(), f"could not clean up {root}"
 
 
+@pytest.mark.slow  # starts and stops a second docker engine: the slow tier (.ci/run)
 def test_an_engine_stopped_mid_run_loses_no_execution_and_counts_none_twice(second_engine):
     import os
     import signal

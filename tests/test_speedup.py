@@ -24,17 +24,25 @@ spec.loader.exec_module(speedup)
 
 
 
-@pytest.mark.parametrize("arm", speedup.ARMS)
-def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path, monkeypatch):
-    from wmrl.callbacks import RLCallback, WorldModelReward
-    from wmrl.environments.learned import LearnedWorldModel
+def instantiate_arm(preset, arm: str, tmp_path: Path, monkeypatch, eval_at_start: bool):
+    """The arm's generated config on its base, instantiated; its WMRL callbacks are the ablation's."""
+    from wmrl.callbacks import RLCallback
 
     monkeypatch.chdir(tmp_path)
-    preset = speedup.PRESETS["cpu-quick"]
     config = tmp_path / f"{arm}.yaml"
-    config.write_text(yaml.safe_dump(speedup.arm_config(preset, arm, tmp_path / "run", eval_at_start=False)))
+    config.write_text(yaml.safe_dump(speedup.arm_config(preset, arm, tmp_path / "run", eval_at_start=eval_at_start)))
     cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config)], run=False)
     assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == ABLATIONS[arm]
+    return cli
+
+
+@pytest.mark.parametrize("arm", speedup.ARMS)
+def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path, monkeypatch):
+    from wmrl.callbacks import WorldModelReward
+    from wmrl.environments.learned import LearnedWorldModel
+
+    preset = speedup.PRESETS["cpu-quick"]
+    cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=False)
     for c in cli.trainer.callbacks:
         if isinstance(c, WorldModelReward):  # learns from this run's anchors only: no execution comes free
             assert isinstance(c.world_model, LearnedWorldModel) and not c.world_model.execution_log
@@ -114,7 +122,8 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     mean, low, high = speedup.bootstrap_mean(good)
     assert f"{mean:.3f} [{low:.3f}, {high:.3f}]" in text and low < mean < high
     assert "Ablation ordering (uncorrected < single corrections < full WMRL, by mean position): does not hold" in text
-    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
+    section = text.split("## Held-out quality against real-execution GRPO")[1].split("\n## ")[0]
+    rows = {line.split(" | ")[0][2:]: line for line in section.splitlines() if line.startswith("| ")}
     assert rows["Pure world model"].endswith("| no |") and rows["Uncorrected mixture"].endswith("| yes |")
     assert "| Full WMRL | +" in text and "| 0.1 (max 0.2) | 0.50 / 0.55 |" in text
     assert "| Full WMRL | - | 8 | - | - |" in text  # what the corrections had: pairs logged, the rest never
@@ -158,21 +167,11 @@ def test_an_arm_without_a_final_evaluation_is_refused(tmp_path):
 @pytest.mark.parametrize("arm", speedup.ARMS)
 def test_every_cpu_learn_arm_instantiates_with_the_pretrained_world_model_and_cpu_scaled_constants(arm, tmp_path,
                                                                                                   monkeypatch):
-    from wmrl.callbacks import (
-        AnchorRouting,
-        InverseVarianceDenoising,
-        OnlineDebiasing,
-        RLCallback,
-        WorldModelReward,
-    )
+    from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
     from wmrl.environments.learned import LearnedWorldModel
 
-    monkeypatch.chdir(tmp_path)
     preset = speedup.PRESETS["cpu-learn"]
-    config = tmp_path / f"{arm}.yaml"
-    config.write_text(yaml.safe_dump(speedup.arm_config(preset, arm, tmp_path / "run", eval_at_start=True)))
-    cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config)], run=False)
-    assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == ABLATIONS[arm]
+    cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=True)
     for c in cli.trainer.callbacks:
         if isinstance(c, WorldModelReward):
             wm = c.world_model

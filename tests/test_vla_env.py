@@ -186,6 +186,7 @@ def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
 
 
 # -- the Python 3.12 suite -------------------------------------------------------------------------------
+@pytest.mark.slow  # a nested pytest run in another interpreter: the slow tier (.ci/run)
 @pytest.mark.lerobot
 @pytest.mark.skipif(not VENV312.exists(), reason="no Python 3.12 lerobot env at .venv312 (.ci/run creates it)")
 def test_vla_suite_in_the_python_312_lerobot_env():

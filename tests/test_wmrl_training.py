@@ -179,6 +179,9 @@ class LearningWorldModel(DistortedWorldModel):
         self.examples.extend(rows[:, 0].tolist())
         self.refits += 1
 
+    def metrics(self):  # the ReportsMetrics contract: logged as world_model/<name>
+        return {"examples": float(len(self.examples)), "refits": float(self.refits)}
+
     def state_dict(self):
         return {"examples": list(self.examples), "refits": self.refits}
 
