@@ -47,7 +47,8 @@ class InverseVarianceDenoising(RLCallback):
         half_life: EWMA half-life in observations (paper 64).
         warmup: observations before ``c`` is frozen (paper 32).
         target: the weight at the moment ``c`` is frozen (paper 2.0).
-        min_weight / max_weight: the clip range (paper [1, 4]).
+        min_weight: the lower end of the weight's clip range (paper 1).
+        max_weight: the upper end of the weight's clip range (paper 4).
         min_disagreement: ``c`` freezes only once the EWMA of ``s2`` reaches this floor (> 0); until then
             ``w = 1``. ``s2`` is normalised by Var(r_real), so the default 1e-3 means the world model's
             group-relative error variance is 0.1% of the real rewards' variance: below it the world model and

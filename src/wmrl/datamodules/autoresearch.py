@@ -60,7 +60,8 @@ class AutoResearchDataModule(pl.LightningDataModule):
         group_size: rollouts per task per step (linked to ``model.init_args.group_size``).
         groups_per_step: tasks per step (paper: 8).
         steps_per_epoch: training steps per epoch (an epoch ends with held-out evaluation).
-        eval_split / eval_tasks: held-out tasks for validation/test (``eval_tasks`` overrides the split).
+        eval_split: the split of the held-out tasks for validation/test (``heldout``).
+        eval_tasks: explicit held-out task ids (overrides ``eval_split``).
         eval_samples: rollouts per held-out task (K).
         seed: seeds the task draw of every step.
         cache_dir: task cache (default ``$WMRL_CACHE`` or ``~/.cache/wmrl``).

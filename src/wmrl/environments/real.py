@@ -36,6 +36,7 @@ class SandboxEnvironment:
         log_path: the execution log (default ``<cache>/executions.jsonl``); ``None`` with
             ``use_log=False`` disables logging and caching.
         use_cache: serve repeated executions from the log.
+        use_log: keep the execution log at all (``False``: no logging, no cache).
         timeout_s: overrides every task's time budget (default: each task's own).
         starter_solution: the reference solution shown in the prompt as the starter and begun by the
             ``starter_head`` prefill (default ``linear_baseline``, the one in each task's description). Any

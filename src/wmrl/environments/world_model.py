@@ -207,8 +207,11 @@ class LMWorldModel:
         mode: ``score`` (one forward pass, cheap on CPU) or ``generate`` (the paper's holistic JSON).
         suite: the task suite whose task prompts the world model reads (default: the shipped catalogue).
         batch_size: prompts per forward pass.
-        max_new_tokens / temperature / top_p: ``generate`` mode sampling (paper: 1024, 0.7, 0.8).
-        overview_chars / code_chars: caps on the task text and the numbered code (paper: 4000 / 8000).
+        max_new_tokens: ``generate`` mode answer length (paper 1024).
+        temperature: ``generate`` mode sampling temperature (paper 0.7).
+        top_p: ``generate`` mode nucleus sampling (paper 0.8).
+        overview_chars: cap on the task text in the prompt (paper 4000).
+        code_chars: cap on the numbered code in the prompt (paper 8000).
         dtype: weights dtype when the world model loads its own model.
         seed: seeds ``generate`` sampling (call ``i`` of the run uses ``seed + i``).
         backend: ``hf`` (transformers in the training process, CPU or GPU) or ``vllm`` (GPU machines,

@@ -69,10 +69,15 @@ class GRPOModule(RLModule):
         max_turns: turns per rollout (paper 4; CPU default 1).
         max_new_tokens: policy tokens per turn.
         observation_tokens: cap on each feedback turn (head + tail kept).
-        temperature / top_p: training sampling; ``eval_temperature`` for held-out evaluation (paper 0.8).
-        lr / weight_decay: AdamW over the trainable parameters.
-        clip_eps: PPO clip range (paper 0.2). kl_coef: KL loss to the reference (paper 0.04, k3).
-        entropy_coef: entropy bonus (paper 0.002). loss_aggregation: how token losses are averaged.
+        temperature: training sampling temperature (paper 1.0).
+        top_p: training nucleus sampling (1.0: off).
+        eval_temperature: sampling temperature of the held-out evaluation (paper 0.8).
+        lr: AdamW learning rate over the trainable parameters.
+        weight_decay: AdamW weight decay.
+        clip_eps: PPO clip range (paper 0.2).
+        kl_coef: KL loss to the reference (paper 0.04, k3).
+        entropy_coef: entropy bonus (paper 0.002).
+        loss_aggregation: how token losses are averaged (``token_mean``, ``seq_mean_token_mean``, ``dr_grpo``).
         micro_batch_size: trajectories per forward/backward pass (gradient accumulation inside a step).
         generation_batch_size: prompts per generation pass.
         max_grad_norm: gradient clipping.

@@ -59,8 +59,11 @@ class LeRobotVLADataModule(pl.LightningDataModule):
             ``model.init_args.simulator``.
         demonstrations: scripted episodes to record.
         demo_noise: std (pixels) of noise on the scripted actions (varied demonstrations).
+        demo_seed: the seed of the first demonstration (its seeds are never a training or held-out state).
         images: also record 96 x 96 renders (``observation.image``) for visualisation.
-        train_states / heldout_states / first_seed: the initial-state split (see the module docstring).
+        train_states: initial states trained on (see the module docstring).
+        heldout_states: initial states evaluated on, never trained on.
+        first_seed: the seed of the first initial state; the split is consecutive seeds from it.
         group_size: rollouts per initial state (linked to ``model.init_args.group_size``).
         groups_per_step: initial states per training step.
         steps_per_epoch: training steps per epoch (held-out success is measured after each epoch).

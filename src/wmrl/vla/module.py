@@ -76,10 +76,13 @@ class VLAGRPOModule(RLModule):
         policy: which LeRobot policy and its size (:class:`~wmrl.vla.policy.PolicySettings`).
         group_size: rollouts per initial state per step (linked from ``data.group_size``; paper 8).
         exploration_std: std of the Gaussian exploration noise on normalised actions (1.0 = 256 pixels).
-        lr: AdamW learning rate of the RL update. kl_coef: weight of the KL to the SFT reference (paper 0.04).
+        lr: AdamW learning rate of the RL update.
+        kl_coef: weight of the KL to the SFT reference (paper 0.04).
         max_grad_norm: gradient clipping of the RL update.
-        sft_steps / sft_batch_size / sft_lr: behaviour cloning on the successful demonstrations at the start of
-            fit (0 steps: start from ``policy.pretrained_path`` as it is).
+        sft_steps: behaviour-cloning steps on the successful demonstrations at the start of fit (0: start from
+            ``policy.pretrained_path`` as it is).
+        sft_batch_size: demonstration chunks per behaviour-cloning step.
+        sft_lr: the behaviour-cloning learning rate.
         eval_at_start: measure held-out success before the first RL step.
         torch_threads: CPU threads for torch (``null``: torch's default). 1 is fastest for a tiny ACT on a
             shared 2-core machine (measured 0.02 s vs 0.3 s per batch-64 step).

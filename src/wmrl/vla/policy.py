@@ -47,7 +47,11 @@ class PolicySettings:
         type: ``act`` (CPU default) or ``smolvla``.
         chunk_size: actions predicted per call (``H``).
         n_action_steps: actions of each chunk executed before the policy is called again.
-        dim_model / n_heads / dim_feedforward / n_encoder_layers / n_decoder_layers: ACT's transformer size.
+        dim_model: ACT's transformer width.
+        n_heads: ACT's attention heads.
+        dim_feedforward: ACT's feed-forward width.
+        n_encoder_layers: ACT's encoder layers.
+        n_decoder_layers: ACT's decoder layers.
         pretrained_path: a local LeRobot policy directory (``save_pretrained`` output) to start from; its
             config wins over the size fields. ``null``: a fresh policy (then the SFT stage trains it).
         vlm_model_name: SmolVLA only: a local SmolVLM directory whose weights are loaded (e.g. a downloaded

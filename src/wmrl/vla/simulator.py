@@ -82,8 +82,8 @@ class PushTSimulator:
         max_episode_steps: control steps per episode (10 Hz; gym-pusht's LeRobot config uses 300).
         success_threshold: goal coverage that counts as success (gym-pusht: 0.95).
         initial_states: ``near_goal`` (CPU default) or ``gym`` (the benchmark's reset distribution).
-        max_offset / max_angle: ``near_goal`` only: the block's largest distance (pixels) and rotation
-            (radians) from the goal pose.
+        max_offset: ``near_goal`` only: the block's largest distance from the goal pose (pixels).
+        max_angle: ``near_goal`` only: the block's largest rotation from the goal pose (radians).
     """
 
     source = Source.REAL

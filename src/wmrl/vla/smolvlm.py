@@ -50,8 +50,10 @@ def write_tiny_smolvlm(
 
     Args:
         path: the directory (created).
-        hidden_size / intermediate_size / num_layers / num_heads: the text model's size (``num_heads`` must
-            divide ``hidden_size``; 2 key-value heads).
+        hidden_size: the text model's width (``num_heads`` must divide it).
+        intermediate_size: the text model's feed-forward width.
+        num_layers: the text model's layers.
+        num_heads: the text model's attention heads (2 key-value heads).
         image_size: the vision tower's input side (patches of 8 pixels, 2 x 2 pixel shuffle).
         weights: also save random weights (``seed``) as a checkpoint, loadable like real SmolVLM weights.
     """

@@ -43,7 +43,8 @@ class ProgressWorldModel:
         train_steps: gradient steps on the demonstrations at the start of fit.
         refresh_every: refresh on the anchor episodes after this many new ones (0: never, a frozen world model).
         refresh_steps: gradient steps per refresh.
-        batch_size / lr: reward-model optimisation.
+        batch_size: reward-model training batch size.
+        lr: reward-model learning rate.
         checkpoint: a local reward-model file. When it exists, the pretrained model is loaded from it instead
             of training on the demonstrations; when it does not, the model trained on the demonstrations is
             written there (so the next run starts pretrained). Never a hub id.
