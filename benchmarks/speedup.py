@@ -474,15 +474,14 @@ def learning_checks(summary: dict[str, dict]) -> list[tuple[str, str, bool]]:
     """The issue's bar, each as (what, measured, holds); an arm that did not run fails its checks."""
     real, full = summary.get("real_grpo"), summary.get("wmrl")
     checks = []
-    text = interval_text
     gain = real and real["gain_over_start"]
-    checks.append(("real-execution GRPO's held-out gain over the start: 95% interval above 0", text(gain),
+    checks.append(("real-execution GRPO's held-out gain over the start: 95% interval above 0", interval_text(gain),
                    bool(gain and gain["low"] > 0)))
     diff = full and full["difference_to_real_grpo"]
-    checks.append(("full WMRL's held-out score >= real GRPO's - 0.05", text(diff),
+    checks.append(("full WMRL's held-out score >= real GRPO's - 0.05", interval_text(diff),
                    bool(diff and diff["point"] >= -0.05)))
     gain = full and full["gain_over_start"]
-    checks.append(("full WMRL's held-out gain over the start: 95% interval above 0", text(gain),
+    checks.append(("full WMRL's held-out gain over the start: 95% interval above 0", interval_text(gain),
                    bool(gain and gain["low"] > 0)))
     if real and full:
         ratio = full["execution_s"] / real["execution_s"] if real["execution_s"] else math.inf
@@ -571,12 +570,11 @@ def learning_markdown(summary: dict[str, dict], start: dict | None, world_model:
                   "| arm | held-out [95% CI] | gain over the start [paired 95% CI] | vs real GRPO [95% CI] "
                   "| training min | real executions | execution s | pairs | refits | weight |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        text = interval_text
         for row in summary.values():
             h = row["held_out"]
             cells = [row[k] for k in ("pairs", "refits", "weight")]
             lines.append(f"| {row['label']} | {h['point']:.3f} [{h['low']:.3f}, {h['high']:.3f}] | "
-                         f"{text(row['gain_over_start'])} | {text(row['difference_to_real_grpo'])} | "
+                         f"{interval_text(row['gain_over_start'])} | {interval_text(row['difference_to_real_grpo'])} | "
                          f"{row['train_wall_s'] / 60:.1f} | {row['real_executions']} | {row['execution_s']:.0f} | "
                          + " | ".join("-" if v is None else f"{v:g}" for v in cells) + " |")
         lines += ["", "## Checks (as measured; nothing was tuned on the held-out tasks)", "",

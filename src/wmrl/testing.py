@@ -39,6 +39,7 @@ SCRIPT = "import numpy as np\nprint(np.arange(3).sum())\n"
 class Report:
     problems: list[str] = field(default_factory=list)
     capabilities: list[str] = field(default_factory=list)
+    outcomes: list = field(default_factory=list)  # the answers to the checked requests
 
     @property
     def ok(self) -> bool:
@@ -68,6 +69,7 @@ def check_environment(environment: Any, task_id: str = "smoke_iris", source: Sou
         report.problems.append(f"step_many must return a list of one Outcome per request ({len(requests)}), got "
                                f"{type(outcomes).__name__} of {len(outcomes) if hasattr(outcomes, '__len__') else '?'}")
         return report
+    report.outcomes = outcomes
     for i, outcome in enumerate(outcomes):
         if not isinstance(outcome, Outcome):
             report.problems.append(f"answer {i} is a {type(outcome).__name__}, not a wmrl.types.Outcome")
@@ -88,10 +90,8 @@ def check_world_model(world_model: Any, task_id: str = "smoke_iris") -> Report:
         return report  # a trajectory grader (the VLA progress model) answers no turns
     found = check_environment(world_model, task_id, Source.WORLD_MODEL)
     report.problems += found.problems
-    if found.ok:
-        gated = world_model.step_many([StepRequest(task_id, None, "no code here"),
-                                       StepRequest(task_id, "def broken(:\n", "```python\ndef broken(:\n```")])
-        for outcome, what in zip(gated, ("no code block", "a syntax error"), strict=True):
+    if found.ok:  # the first two checked requests have no code block and a syntax error
+        for outcome, what in zip(found.outcomes[:2], ("no code block", "a syntax error"), strict=True):
             if outcome.reward != 0.0:
                 report.problems.append(f"a turn with {what} must be answered 0.0 without a model call (use "
                                        f"wmrl.environments.world_model.gate), got {outcome.reward}")

@@ -44,12 +44,12 @@ class WMRLArgumentParser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None):  # type: ignore[override]
         if not getattr(self, "exit_on_error", True):
             return super().error(message, ex)
+        from wmrl.cli import LIGHTNING_COMMANDS
+
         words = (self.prog or "wmrl").split()
-        command = f"wmrl {words[-1]}" if words and words[-1] in self.subcommands_known else "wmrl"
+        command = f"wmrl {words[-1]}" if words and words[-1] in LIGHTNING_COMMANDS else "wmrl"
         sys.stderr.write("\n".join(parse_error_lines(message, self.known_keys(), command)) + "\n")
         sys.exit(2)
-
-    subcommands_known = ("fit", "validate", "test")
 
     def known_keys(self) -> list[str]:
         """Every ``--key`` this parser accepts (its own and its subcommands')."""
@@ -80,9 +80,7 @@ def parse_error_lines(message: str, known: list[str], prog: str) -> list[str]:
                 lines.append(f"  {key}: {NOT_OPTIONS[key]}")
                 continue
             close = difflib.get_close_matches(key, known, n=2, cutoff=0.75)
-            prefixed = [k for k in known if k.startswith(key + "_") or (k.startswith(key) and key.count(".") >= 1
-                                                                         and len(key) > 3)][:2]
-            guess = close[:1] or prefixed
+            guess = close[:1] or [k for k in known if k.startswith(key)][:2]  # an abbreviation: what it starts
             if guess:
                 lines.append(f"  {key}: did you mean {' or '.join(guess)}?")
     else:
@@ -183,9 +181,9 @@ def _components(config: Any) -> dict[str, tuple[str, Any]]:
     def visit(node: Any, key: str) -> None:
         if node is None:
             return
-        if hasattr(node, "class_path") and isinstance(getattr(node, "class_path", None), str):
-            out.setdefault(node.class_path, (key, getattr(node, "init_args", None)))
+        if isinstance(getattr(node, "class_path", None), str):
             init = getattr(node, "init_args", None)
+            out.setdefault(node.class_path, (key, init))
             if init is not None:
                 for name, value in vars(init).items():
                     visit(value, f"{key}.init_args.{name}")
@@ -245,10 +243,8 @@ def config_error(exc: BaseException) -> list[str] | None:
             key = f"{key}.init_args.{quoted[0]}"
     where = f"{key}: " if key else ""
     lines = [f"error: {where}{message}", *(f"  {line}" for line in details)]
-    if built:
-        lines.append(f"  while building {built} ({type(root).__name__}); {TRACEBACK_ENV}=1 shows the full traceback")
-    else:
-        lines.append(f"  ({type(root).__name__}); {TRACEBACK_ENV}=1 shows the full traceback")
+    building = f"while building {built} " if built else ""
+    lines.append(f"  {building}({type(root).__name__}); {TRACEBACK_ENV}=1 shows the full traceback")
     return lines
 
 

@@ -141,7 +141,6 @@ class GRPOModule(RLModule):
         self.save_hyperparameters(
             {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in hparams.items()}
         )
-        self.automatic_optimization = False
         self.strict_loading = False  # checkpoints hold the trainable parameters only
         if policy is not None:
             self.policy, self.tokenizer = policy
@@ -177,8 +176,6 @@ class GRPOModule(RLModule):
         self.eval_history: list[tuple[str, dict]] = []
         self._eval_samples: list[dict[str, list[float]]] = []  # per evaluation: task -> per-sample positions
         self.train_history: list[dict[str, float]] = []  # per step of this fit: real reward, valid rate, ...
-        self._timings: dict[str, float] = {}
-        self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
 
     def _build_engine(self, engine: Engine, settings: VLLMSettings, batch_size: int) -> Any:
@@ -260,7 +257,7 @@ class GRPOModule(RLModule):
             "rollout/used_fraction": float(batch.used.float().mean()),
             "anchor/executions": float(sum(tr.source is Source.REAL for tr in trajectories for _ in tr.turns)),
         }
-        metrics.update({f"time/{k}": v for k, v in self._timings.items()})
+        metrics.update(super().rollout_metrics(batch, plan))  # time/* of this step
         return metrics
 
     # -- the update ------------------------------------------------------------------------------------

@@ -132,7 +132,6 @@ class VLAGRPOModule(RLModule):
         self.save_hyperparameters(ignore=["simulator", "policy_instance", "policy"])
         # as a dict: checkpoints must load with torch.load(weights_only=True) (torch's default), no custom classes
         self.hparams["policy"] = dataclasses.asdict(policy)
-        self.automatic_optimization = False
         if simulator is None:
             from wmrl.vla.simulator import PushTSimulator
 
@@ -143,7 +142,6 @@ class VLAGRPOModule(RLModule):
         self.policy: VLAPolicy | None = policy_instance  # else built in configure_model (imports LeRobot)
         self._reference: list[VLAPolicy] = []  # a list: not a submodule (checkpointed by on_save_checkpoint)
         self._reference_state: dict | None = None  # the SFT reference of a resumed run, until on_fit_start
-        self._timings: dict[str, float] = {}
         self.eval_history: list[tuple[str, float]] = []
 
     # -- construction ----------------------------------------------------------------------------------
@@ -317,7 +315,7 @@ class VLAGRPOModule(RLModule):
             "rollout/episode_steps": float(np.mean([len(e) for e in episodes])),
             "rollout/used_fraction": float(batch.used.float().mean()),
         }
-        metrics.update({f"time/{k}": v for k, v in self._timings.items()})
+        metrics.update(super().rollout_metrics(batch, plan))  # time/* of this step
         return metrics
 
     # -- held-out evaluation (the simulator's success, no exploration noise) -----------------------------
