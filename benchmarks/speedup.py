@@ -31,9 +31,9 @@ gradient-boosting run instead of the linear model; policy-written variants ran 5
 that execution weighs what it does in AutoResearch work; the learned world model (``LearnedWorldModel``, learning
 from this run's anchors only: no warm start, so no execution is free), execution cache off, 3 held-out samples per
 task. ``cpu-learn`` (the regime where learning shows): the quickstart's learning settings (LoRA lr 3e-4, the 13
-tabular training tasks, chosen on the train split), 3 steps of 4 groups x 3 rollouts, the learned world model
+tabular training tasks, chosen on the train split), 4 steps of 4 groups x 3 rollouts, the learned world model
 *pretrained* on real executions of base-policy scripts on the train split (``benchmarks/pretrain_world_model.py``;
-its build cost is reported with the results), calibration constants scaled to 3 steps, 6 held-out samples per
+its build cost is reported with the results), calibration constants scaled to 4 steps, 6 held-out samples per
 task; it writes ``RESULTS-learn.md`` and ``results/cpu-learn.json`` with each arm's paired gain over the starting
 policy and the issue's checks. ``gpu-learn`` is the same on one CUDA GPU (``benchmarks/gpu_learn.sh``).
 ``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
@@ -148,7 +148,7 @@ PRESETS: dict[str, Preset] = {
     "cpu-learn": Preset(
         base="configs/autoresearch/quickstart.yaml",
         ablations="configs/autoresearch/ablations/cpu",
-        steps=3,
+        steps=4,
         group_size=3,
         groups_per_step=4,
         eval_samples=6,
@@ -160,7 +160,7 @@ PRESETS: dict[str, Preset] = {
         title="Learning that shows: six arms from one starting policy, held-out gains with paired intervals",
         results_name="RESULTS-learn.md",
         figure_prefix="cpu-learn_",
-        note="2 CPU cores, about 12 minutes an arm",
+        note="2 CPU cores, about 11-14 minutes an arm",
     ),
     "gpu": Preset(
         base="configs/autoresearch/paper_4b_vllm.yaml",

@@ -66,6 +66,21 @@ def test_fit_calibration_of_one_bin_is_the_identity():
     assert fit_calibration([0.41, 0.45, 0.49], [0.0, 0.5, 1.0]) == CalibrationMap()
 
 
+def test_equal_real_rewards_keep_the_identity_map_until_they_differ(caplog):
+    # the cpu-learn run's first step: two anchors in two bins, both real 0.1 -- a fit would be the constant 0.1
+    # and zero every world-model group's advantages on no evidence about the world model's ranking
+    debias = OnlineDebiasing(min_pairs=2, refit_every=1)
+    with caplog.at_level(logging.WARNING, logger=DEBIAS_LOG):
+        assert debias.push([0.19, 0.24], [0.1, 0.1], [0, 0]) is False
+    assert debias.calibration.is_identity and debias.refits == 0
+    assert "all 2 anchor pairs have the same real reward 0.100" in caplog.text
+    batch = anchor_batch([0.1, 0.1], [0.19, 0.24], [0, 0])
+    assert debias.calibration(batch.wm_rewards.numpy()).tolist() == pytest.approx([0.19, 0.24])
+    debias.push([0.29, 0.72], [0.975, 0.975], [1, 1])  # real rewards now differ: the map comes at once
+    assert not debias.calibration.is_identity and not debias.calibration.is_flat and debias.refits == 1
+    assert fit_calibration([0.19, 0.24, 0.72], [0.1, 0.1, 0.1]) == CalibrationMap()
+
+
 def test_a_flat_map_always_warns(caplog):
     # two populated bins, but the world model ranks them backwards: isotonic pools them into one constant
     debias = OnlineDebiasing(min_pairs=8, refit_every=8)

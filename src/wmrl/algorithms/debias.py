@@ -11,12 +11,18 @@ monotone piecewise-linear map survives standardisation and never reorders the ro
 Fewer than :data:`MIN_POPULATED_BINS` populated bins give the identity map, not a one-knot map: one knot is
 a constant (flat extrapolation both ways) that would send every world-model reward to one value and zero
 every world-model group's advantages, although all one bin can tell is an offset, which group
-standardisation cancels anyway. Only pairs with finite rewards can be binned (:func:`finite_pairs`).
+standardisation cancels anyway. Likewise anchors whose real rewards are all equal give the identity map:
+the fit would be that constant, yet equal real rewards say nothing about whether the world model ranks
+rollouts well or badly (their rank correlation is undefined), only where the offset lies. A flat map is
+kept for what it is evidence of: bins whose real means *decrease* (isotonic pooling). Only pairs with
+finite rewards can be binned (:func:`finite_pairs`).
 
 >>> m = fit_calibration([0.05, 0.15, 0.95], [0.0, 0.1, 0.9])
 >>> [round(float(v), 3) for v in m([0.0, 0.1, 0.5, 1.0])]
 [0.0, 0.05, 0.45, 0.9]
 >>> fit_calibration([0.31, 0.35, 0.38], [0.0, 0.5, 1.0]).is_identity  # one bin: nothing to fit
+True
+>>> fit_calibration([0.19, 0.24], [0.1, 0.1]).is_identity  # equal real rewards: no ranking to read
 True
 """
 
@@ -103,7 +109,8 @@ def bin_pairs(wm: Sequence[float], real: Sequence[float], bins: int = BINS) -> t
 def fit_calibration(wm: Sequence[float], real: Sequence[float], bins: int = BINS) -> CalibrationMap:
     """Fit the monotone map on pairs (see the module docstring). Needs at least one pair, all finite.
 
-    Fewer than :data:`MIN_POPULATED_BINS` populated bins give the identity map (see the module docstring).
+    Fewer than :data:`MIN_POPULATED_BINS` populated bins, or real rewards that are all equal, give the
+    identity map (see the module docstring).
     The fit may still be flat (:attr:`CalibrationMap.is_flat`) when isotonic pooling merges every bin: the
     world model then ranks bins backwards or not at all, and its rewards carry no ranking signal.
     """
@@ -114,7 +121,7 @@ def fit_calibration(wm: Sequence[float], real: Sequence[float], bins: int = BINS
     if not finite_pairs(wm, real).all():
         raise ValueError("fit_calibration needs finite rewards (drop NaN / inf pairs first: finite_pairs)")
     x, y, counts = bin_pairs(wm, real, bins)
-    if len(x) < MIN_POPULATED_BINS:
+    if len(x) < MIN_POPULATED_BINS or np.ptp(np.asarray(real, dtype=np.float64)) == 0:
         return CalibrationMap()
     fitted = IsotonicRegression(increasing=True, out_of_bounds="clip").fit(x, y, sample_weight=counts)
     ys = fitted.predict(x)

@@ -15,6 +15,10 @@ Edge cases, each with a warning that says why:
 - **One populated bin.** When every buffered world-model reward falls in one bin the map stays identity
   (a one-knot map would be a constant, :mod:`wmrl.algorithms.debias`); the fit is retried on every push
   until the rewards spread over two bins, so the first real map comes as soon as the data allow.
+- **Equal real rewards.** When every buffered anchor has the same real reward (early in a run, e.g. three
+  rollouts that all fell back to the starter), the map stays identity too and the fit is retried on every
+  push: equal real rewards cannot tell a good world-model ranking from a bad one (their rank correlation is
+  undefined), and fitting them would give a flat map that zeroes the world-model groups on no evidence.
 - **A flat map** (every knot's output equal) always warns, whatever the rank correlation, and is applied:
   the monotone fit pooled every bin, i.e. on the anchors a higher world-model reward never meant a higher
   real one. Training on the raw rewards would follow that noise (or a backwards ranking); the flat map
@@ -97,7 +101,7 @@ class OnlineDebiasing(RLCallback):
         self.steps = 0
         self.rank_corr = math.nan
         self.dropped_nonfinite = 0  # pairs with a NaN / inf reward, never buffered
-        self._warned_one_bin = False  # warn once per stretch of one-bin buffers, not on every push
+        self._warned_unfittable = False  # warn once per stretch of unfittable buffers, not on every push
 
     @property
     def fitted(self) -> bool:
@@ -127,22 +131,31 @@ class OnlineDebiasing(RLCallback):
         return tuple(np.array(column) for column in zip(*self.pairs, strict=True))  # type: ignore[return-value]
 
     def refit(self) -> bool:
-        """Fit the map on the buffer. False (and the identity map) when every pair falls in one bin."""
+        """Fit the map on the buffer. False (and the identity map) when the pairs cannot show a ranking:
+        every pair in one bin, or every real reward equal."""
         wm, real, _ = self.columns()
         calibration = fit_calibration(wm, real, self.bins)
-        if calibration.is_identity:  # fewer than two populated bins: nothing to fit (algorithms.debias)
+        if calibration.is_identity:  # nothing to fit (algorithms.debias)
             self.calibration = calibration
-            if not self._warned_one_bin:
-                index = int(bin_index(wm[:1], self.bins)[0])
-                log.warning(
-                    "OnlineDebiasing: all %d pairs fall in one bin [%g, %g): the map stays identity until "
-                    "world-model rewards spread (a one-bin map would send every world-model reward to one "
-                    "constant and zero every world-model group's advantages).",
-                    len(wm), index / self.bins, (index + 1) / self.bins,
-                )
-                self._warned_one_bin = True
+            if not self._warned_unfittable:
+                if np.ptp(real) == 0:
+                    log.warning(
+                        "OnlineDebiasing: all %d anchor pairs have the same real reward %.3f: they cannot tell a "
+                        "good world-model ranking from a bad one, so the map stays identity until the real "
+                        "rewards differ (a fit would be that constant and zero every world-model group's "
+                        "advantages).", len(wm), real[0],
+                    )
+                else:
+                    index = int(bin_index(wm[:1], self.bins)[0])
+                    log.warning(
+                        "OnlineDebiasing: all %d pairs fall in one bin [%g, %g): the map stays identity until "
+                        "world-model rewards spread (a one-bin map would send every world-model reward to one "
+                        "constant and zero every world-model group's advantages).",
+                        len(wm), index / self.bins, (index + 1) / self.bins,
+                    )
+                self._warned_unfittable = True
             return False
-        self._warned_one_bin = False
+        self._warned_unfittable = False
         self.calibration = calibration
         self.since_fit = 0
         self.refits += 1
