@@ -1,7 +1,9 @@
 """The `wmrl` command.
 
     wmrl fit|validate|test -c CONFIG.yaml [--key value ...]   training and held-out evaluation (LightningCLI)
-    wmrl tasks list [--split S] [--json]          the catalogue
+    wmrl tasks list [--split S] [--json]          the catalogue (built-in and registered folder tasks)
+    wmrl tasks add DIR... [--mlebench-data D]     register task folders / MLE-bench competitions (docs/tasks.md)
+    wmrl tasks remove ID|DIR...                   unregister them
     wmrl tasks show ID                            a task's card and prompt
     wmrl tasks build [IDS...] [--split S] [--rebuild] [--record]
     wmrl tasks check [IDS...] [--split S]         run reference solutions, compare with recorded scores
@@ -49,6 +51,16 @@ def _suite(args):
     return TaskSuite(cache_dir=args.cache_dir)
 
 
+def _source(spec) -> str:
+    return f"{spec.folder.kind}:{spec.folder.root}" if spec.folder is not None else f"{spec.package}:{spec.loader}"
+
+
+def _recorded(suite, spec) -> str:
+    if spec.folder is not None and spec.folder.leaderboard is not None:
+        return "file"
+    return "yes" if suite.lock.get(spec.id, {}).get("leaderboard") else "no"
+
+
 def _sandbox(args):
     from wmrl.environments.sandbox import make_sandbox
 
@@ -78,16 +90,46 @@ def cmd_tasks_list(args) -> None:
     specs = suite.specs(args.split)
     if args.json:
         out.print_json(json.dumps([{"id": s.id, "split": s.split, "type": s.type, "metric": s.metric,
-                                     "source": f"{s.package}:{s.loader}", "heavy": s.heavy} for s in specs]))
+                                     "source": _source(s), "heavy": s.heavy} for s in specs]))
         return
     table = Table(title=f"{len(specs)} tasks")
     for col in ("id", "split", "type", "metric", "source", "budget", "heavy", "recorded"):
         table.add_column(col)
     for s in specs:
-        recorded = "yes" if suite.lock.get(s.id, {}).get("leaderboard") else "no"
-        table.add_row(s.id, s.split, s.type, s.metric, f"{s.package}:{s.loader}", f"{s.time_budget_s:.0f}s",
-                      "yes" if s.heavy else "", recorded)
+        table.add_row(s.id, s.split, s.type, s.metric, _plain(_source(s)), f"{s.time_budget_s:.0f}s",
+                      "yes" if s.heavy else "", _recorded(suite, s))
     out.print(table)
+    for problem in suite.problems:
+        console.print(Text(f"warning: {problem}", style="yellow"))
+
+
+def cmd_tasks_add(args) -> None:
+    from wmrl.tasks import registry
+    from wmrl.tasks.catalog import TASKS
+
+    suite = _suite(args)
+    if args.mlebench_data is not None:
+        sources = [{"mlebench": d, "data": args.mlebench_data, "split": args.split or "heldout",
+                    **({"time_budget_s": args.time_budget} if args.time_budget else {})} for d in args.dirs]
+    else:
+        if args.split or args.time_budget:
+            raise CliError("--split and --time-budget apply to MLE-bench competitions (--mlebench-data); a task "
+                           "folder sets them in its task.yaml")
+        sources = list(args.dirs)
+    added = registry.add(suite.cache_dir, sources, [s.id for s in TASKS])
+    for spec in added:
+        suite.get(spec.id, rebuild=True)  # the card and prompt are built now: a problem shows here, not mid-run
+    out.print(f"registered {len(added)} task(s) in {registry.registry_path(suite.cache_dir)}: "
+              + ", ".join(f"{s.id} ({s.split})" for s in added), markup=False, highlight=False)
+
+
+def cmd_tasks_remove(args) -> None:
+    from wmrl.tasks import registry
+
+    gone = registry.remove(_suite(args).cache_dir, args.names)
+    if not gone:
+        raise CliError(f"no registered task source matches {', '.join(args.names)} (`wmrl tasks list` shows them)")
+    out.print(f"unregistered {len(gone)} source(s): " + ", ".join(map(str, gone)), markup=False, highlight=False)
 
 
 def cmd_tasks_show(args) -> None:
@@ -125,9 +167,10 @@ def cmd_tasks_check(args) -> None:
     verdicts = [r.verdict for r in runs]
     tolerated = [(r, why) for r, (v, why) in zip(runs, verdicts, strict=True) if v is Reproduction.TOLERATED]
     bad = [(r, why) for r, (v, why) in zip(runs, verdicts, strict=True) if v is Reproduction.DIFFERS]
-    exact = len(runs) - len(tolerated) - len(bad)
+    graded = sum(v is Reproduction.GRADED for v, _ in verdicts)
+    exact = len(runs) - len(tolerated) - len(bad) - graded
     out.print(f"{exact} exact, {len(tolerated)} within tolerance (same rank, another machine's floats), "
-              f"{len(bad)} differ", markup=False)
+              f"{len(bad)} differ" + (f", {graded} graded on a task's own leaderboard" if graded else ""), markup=False)
     for r, why in tolerated:
         out.print(f"  tolerated {r.task_id}/{r.name}: {why}", markup=False)
     if bad:
@@ -285,6 +328,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("train", "heldout", "smoke"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_tasks_list)
+    p = tasks.add_parser("add", help="register task folders (or MLE-bench competitions) in the cache dir")
+    p.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="a task folder, a folder of them, or (with --mlebench-data) an MLE-bench competitions folder")
+    p.add_argument("--mlebench-data", default=None, metavar="DATA_DIR",
+                   help="MLE-bench's data dir: DIR is then a competitions folder (or one competition)")
+    p.add_argument("--split", choices=("train", "heldout", "smoke"), default=None,
+                   help="the competitions' split (default heldout)")
+    p.add_argument("--time-budget", type=float, default=None, help="the competitions' budget per run (default 600 s)")
+    p.set_defaults(fn=cmd_tasks_add)
+    p = tasks.add_parser("remove", help="unregister task sources by id or path")
+    p.add_argument("names", nargs="+", metavar="ID_OR_DIR")
+    p.set_defaults(fn=cmd_tasks_remove)
     p = tasks.add_parser("show", help="a task's card and prompt")
     p.add_argument("id")
     p.add_argument("--json", action="store_true")
@@ -347,9 +402,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args.fn(args)
-    except (CliError, UnknownTaskError, TaskCacheError, ValueError) as exc:
+    except (CliError, UnknownTaskError, TaskCacheError, ValueError, KeyError) as exc:
         # The message can quote what the user typed (a path with brackets): shown as text, never as markup.
-        console.print(Text.assemble(("error:", "red"), " ", printable(str(exc))), highlight=False)
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)  # KeyError quotes its str
+        console.print(Text.assemble(("error:", "red"), " ", printable(str(message))), highlight=False)
         return 2
     return 0
 

@@ -65,6 +65,9 @@ class AutoResearchDataModule(pl.LightningDataModule):
         eval_samples: rollouts per held-out task (K).
         seed: seeds the task draw of every step.
         cache_dir: task cache (default ``$WMRL_CACHE`` or ``~/.cache/wmrl``).
+        task_dirs: your own tasks, for this run: task folders, folders of them, or MLE-bench sources
+            (``{mlebench: COMPETITIONS_DIR, data: DATA_DIR, split: heldout}``); see docs/tasks.md. Their ids
+            may then appear in ``tasks`` and ``eval_tasks`` (``wmrl tasks add`` registers them for every run).
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class AutoResearchDataModule(pl.LightningDataModule):
         eval_samples: int = 2,
         seed: int = 0,
         cache_dir: str | None = None,
+        task_dirs: list[str | dict[str, str | float]] | None = None,
     ) -> None:
         super().__init__()
         problems = []
@@ -90,6 +94,17 @@ class AutoResearchDataModule(pl.LightningDataModule):
             problems.append(f"data.steps_per_epoch must be >= 1 (got {steps_per_epoch})")
         if eval_samples < 1:
             problems.append(f"data.eval_samples must be >= 1 (got {eval_samples})")
+        if task_dirs:
+            from wmrl.tasks.folder import TaskFolderError
+            from wmrl.tasks.registry import load_source, use
+
+            for i, source in enumerate(task_dirs):
+                try:
+                    load_source(source)
+                except (TaskFolderError, ValueError, OSError) as exc:
+                    problems.append(f"data.task_dirs[{i}]: {exc}")
+            if not problems:
+                use(task_dirs)  # every task suite of this run (the environment's, the world model's) sees them
         suite = TaskSuite(cache_dir=cache_dir)
         try:
             train = tasks or [s.id for s in suite.specs(split)]

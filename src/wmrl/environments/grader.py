@@ -192,13 +192,14 @@ def _shown(columns: list, limit: int = 5) -> str:
     return f"{len(columns)} columns, starting {columns[:limit]!r}"
 
 
-def submission_shape_problem(raw: bytes, n_rows: int) -> str | None:
+def submission_shape_problem(raw: bytes, n_rows: int, columns: list[str] = _SUBMISSION_COLUMNS) -> str | None:
     r"""Why ``raw`` cannot be a ``submission.csv`` of ``n_rows`` rows, found in linear time before pandas reads it.
 
     pandas spends minutes on a header-only file of 50,000 columns, and tens of seconds on one row of 50,000
     fields, on the host that grades every rollout. So the shape is checked first, cheapest check first: a
-    header line of at most 1 KB that is exactly ``id,prediction``, at most 1 KB per test row on average, not
-    wildly more lines than test rows, and every row two fields (read with the csv module, which is linear).
+    header line of at most 1 KB that is exactly ``columns`` (``id,prediction``; a folder task's are those of its
+    ``sample_submission.csv``), at most 1 KB per column of a test row on average, not wildly more lines than
+    test rows, and every row as many fields as columns (read with the csv module, which is linear).
     ``None`` when pandas may parse it.
 
     >>> submission_shape_problem(b"id,prediction\n0,1\n\n", 1) is None
@@ -208,21 +209,24 @@ def submission_shape_problem(raw: bytes, n_rows: int) -> str | None:
     >>> submission_shape_problem(b"id,prediction\n0,1,2\n", 1)
     'submission.csv line 2 has 3 fields; expected 2 (id,prediction).'
     """
-    expected = ",".join(_SUBMISSION_COLUMNS)
-    end = raw.find(b"\n", 0, _MAX_HEADER_BYTES + 1)
-    if end == -1 and len(raw) > _MAX_HEADER_BYTES:
+    columns = list(columns)
+    expected = ",".join(columns)
+    max_header = max(_MAX_HEADER_BYTES, len(expected) + 2)
+    end = raw.find(b"\n", 0, max_header + 1)
+    if end == -1 and len(raw) > max_header:
         start = raw[:40].decode("utf-8", "replace")
-        return (f"submission.csv's first line is longer than {_MAX_HEADER_BYTES} bytes (it starts {start!r}); "
+        return (f"submission.csv's first line is longer than {max_header} bytes (it starts {start!r}); "
                 f"expected the header {expected}.")
     try:
         line = raw[: len(raw) if end == -1 else end].decode("utf-8-sig").rstrip("\r")
         header = next(csv.reader([line]), [])
     except (UnicodeDecodeError, csv.Error) as exc:
         return f"submission.csv's header line could not be read ({type(exc).__name__}: {exc})."
-    if header != _SUBMISSION_COLUMNS:
-        return f"submission.csv has columns {_shown(header)}; expected {_SUBMISSION_COLUMNS}."
-    if len(raw) > (n_rows + 1) * _MAX_BYTES_PER_ROW:
-        return f"submission.csv is {len(raw)} bytes: over 1 KB per row for the {n_rows} rows of test.csv."
+    if header != columns:
+        return f"submission.csv has columns {_shown(header)}; expected {_shown(columns)}."
+    per_row = _MAX_BYTES_PER_ROW * max(1, len(columns) - 1)  # 1 KB per prediction column
+    if len(raw) > (n_rows + 1) * per_row:
+        return f"submission.csv is {len(raw)} bytes: over {per_row // 1024} KB per row for the {n_rows} rows of test.csv."
     lines = raw.count(b"\n")
     if lines > 2 * n_rows + 100:
         return f"submission.csv has {lines} lines; test.csv has {n_rows} rows (one line each, after the header)."
@@ -230,9 +234,9 @@ def submission_shape_problem(raw: bytes, n_rows: int) -> str | None:
         rows = csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline=""))
         next(rows)
         for row in rows:
-            if row and len(row) != len(_SUBMISSION_COLUMNS):
+            if row and len(row) != len(columns):
                 return (f"submission.csv line {rows.line_num} has {len(row)} fields; "
-                        f"expected {len(_SUBMISSION_COLUMNS)} ({expected}).")
+                        f"expected {len(columns)} ({expected if len(columns) <= 5 else _shown(columns)}).")
     except (UnicodeDecodeError, csv.Error) as exc:
         return f"submission.csv could not be read as CSV ({type(exc).__name__}: {exc})."
     return None
@@ -249,6 +253,8 @@ def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, sec
     raw = result.files.get("submission.csv")
     if raw is None:
         return _no_sub(result, stdout, secs, "wrote no submission.csv in the working directory.")
+    if task.spec.folder is not None:
+        return _grade_folder_submission(task, result, stdout, secs, raw)
     answers = pd.read_csv(task.answers_path)
     expected = answers["id"]
     problem = submission_shape_problem(raw, len(expected))
@@ -284,13 +290,72 @@ def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, sec
             f"the metric ({metric.name}) is not finite ({score}): predictions overflow; "
             "keep predictions on the scale of the target.",
         )
+    return _valid(task, result, stdout, secs, score, len(sub))
+
+
+def _valid(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, score: float, rows: int) -> Outcome:
     if not task.leaderboard:
         raise ValueError(f"task {task.id} has no recorded leaderboard (wmrl tasks build {task.id} --record)")
-    position = leaderboard_position(score, list(task.leaderboard.values()), metric.higher_is_better)
+    position = leaderboard_position(score, list(task.leaderboard.values()), task.higher_is_better)
     feedback = (
-        f"{_tail(stdout, 20)}\nThe script finished in {secs}. submission.csv: {len(sub)} rows, "
+        f"{_tail(stdout, 20)}\nThe script finished in {secs}. submission.csv: {rows} rows, "
         "format valid; it was submitted for grading."
     ).lstrip()
     return _outcome(
         Status.VALID, result, stdout, feedback, reward=ladder_reward(Status.VALID, position), score=score, position=position
     )
+
+
+def _grade_folder_submission(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, raw: bytes) -> Outcome:
+    """A folder task's submission: the columns and ids of its ``sample_submission.csv``, numbers where the sample
+    has numbers; then its built-in metric, or its author's ``grade.py`` in a process of its own (a crash or a
+    hang of that grader is an infrastructure error; its ``InvalidSubmissionError`` an invalid submission)."""
+    import numpy as np
+    import pandas as pd
+
+    from wmrl.tasks.grade_runner import run_grader
+    from wmrl.tasks.metrics import METRICS, validate_prediction
+
+    source = task.spec.folder
+    columns = list(source.submission_columns)
+    sample = pd.read_csv(source.public_dir / "sample_submission.csv", dtype={source.id_column: str})
+    problem = submission_shape_problem(raw, len(sample), columns)
+    if problem is not None:
+        return _no_sub(result, stdout, secs, problem)
+    try:
+        sub = pd.read_csv(io.BytesIO(raw), dtype={source.id_column: str}, float_precision="round_trip")
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the script's
+        return _no_sub(result, stdout, secs, f"submission.csv could not be read as CSV ({type(exc).__name__}: {exc}).")
+    ids = source.id_column
+    if list(sub.columns) != columns:
+        return _no_sub(result, stdout, secs, f"submission.csv has columns {_shown(list(sub.columns))}; expected "
+                                             f"{_shown(columns)} (those of public/sample_submission.csv).")
+    if len(sub) != len(sample):
+        return _no_sub(result, stdout, secs, f"submission.csv has {len(sub)} rows; sample_submission.csv has {len(sample)}.")
+    if sub[ids].duplicated().any():
+        return _no_sub(result, stdout, secs, f"submission.csv repeats some {ids!r} values.")
+    if set(sub[ids]) != set(sample[ids]):
+        return _no_sub(result, stdout, secs, f"submission.csv's {ids!r} values differ from sample_submission.csv's.")
+    for column in columns:
+        if column != ids and pd.api.types.is_numeric_dtype(sample[column]):
+            values = pd.to_numeric(sub[column], errors="coerce")
+            if not np.isfinite(values.to_numpy(dtype=float)).all():
+                return _no_sub(result, stdout, secs, f"submission.csv's {column!r} must be finite numbers, as in "
+                                                     "sample_submission.csv.")
+    if source.grade_script is not None:
+        verdict = run_grader(source.grade_script, source.grade_function, raw, source.answers, source.grade_timeout_s)
+        if verdict.invalid is not None:
+            return _no_sub(result, stdout, secs, f"the task's grader found it invalid: {verdict.invalid}")
+        return _valid(task, result, stdout, secs, verdict.score, len(sub))
+    metric = METRICS[task.spec.metric]
+    answers = pd.read_csv(source.answers, dtype={ids: str})
+    answers = answers[[ids, *task.spec.target]].rename(columns={ids: "id"})
+    aligned = sub.set_index(ids).loc[answers["id"], columns[1]].reset_index(drop=True)
+    prediction, problem = validate_prediction(metric, aligned, set(task.labels) if task.labels else None)
+    if problem is not None:
+        return _no_sub(result, stdout, secs, f"its predictions are invalid: {problem}")
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        score = float(metric.fn(answers.reset_index(drop=True), prediction))
+    if not math.isfinite(score):
+        return _no_sub(result, stdout, secs, f"the metric ({metric.name}) is not finite ({score}): predictions overflow.")
+    return _valid(task, result, stdout, secs, score, len(sub))

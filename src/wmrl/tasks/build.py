@@ -103,6 +103,13 @@ class BuiltTask:
         return (self.root / "description.md").read_text()
 
     @property
+    def higher_is_better(self) -> bool:
+        """The direction of the task's score."""
+        from wmrl.tasks.metrics import METRICS
+
+        return METRICS[self.spec.metric].higher_is_better
+
+    @property
     def data_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.data_sha256, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -358,4 +365,8 @@ def materialise(spec: TaskSpec, root: Path) -> dict[str, str]:
 def load_built(spec: TaskSpec, root: Path, data_sha256: dict[str, str], leaderboard: dict[str, float]) -> BuiltTask:
     card = json.loads((root / "task.json").read_text())
     labels = tuple(card["labels"]) if card.get("labels") is not None else None
+    if spec.folder is not None:
+        from wmrl.tasks.folder import FolderTask
+
+        return FolderTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))
     return BuiltTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))

@@ -25,7 +25,6 @@ from enum import Enum
 from wmrl.environments.grader import grade
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.tasks.build import BuiltTask
-from wmrl.tasks.metrics import METRICS
 from wmrl.types import Outcome, Status
 
 # Same machine, same packages: the recorded digits come back.
@@ -85,6 +84,7 @@ class Reproduction(str, Enum):
     EXACT = "exact"
     TOLERATED = "tolerated"
     DIFFERS = "differs"
+    GRADED = "graded"  # a folder task's leaderboard is its file, not its references: a valid grade is what counts
 
 
 def relative_difference(score: float, recorded: float) -> float:
@@ -147,6 +147,7 @@ class ReferenceRun:
     outcome: Outcome
     leaderboard: Mapping[str, float]
     higher_is_better: bool
+    external: bool = False  # the leaderboard is a file's (a folder task's leaderboard.csv), not recorded references
 
     @property
     def recorded(self) -> float | None:
@@ -154,6 +155,10 @@ class ReferenceRun:
 
     @property
     def verdict(self) -> tuple[Reproduction, str]:
+        if self.external and self.recorded is None:
+            if self.outcome.status is Status.VALID:
+                return Reproduction.GRADED, f"valid, position {self.outcome.position:.3f} on the task's leaderboard"
+            return Reproduction.DIFFERS, f"{self.outcome.status.value}: {self.outcome.error or ''}".strip()
         return reproduction(self.name, self.outcome.score, self.leaderboard, self.higher_is_better)
 
     @property
@@ -179,8 +184,8 @@ def run_references(
     def finished(i: int, result) -> None:
         task, name, _ = jobs[i]
         outcome = _score_only(task, result) if record else grade(task, result)
-        higher_is_better = METRICS[task.spec.metric].higher_is_better
-        runs[i] = ReferenceRun(task.id, name, outcome, dict(task.leaderboard), higher_is_better)
+        external = task.spec.folder is not None and task.spec.folder.leaderboard is not None
+        runs[i] = ReferenceRun(task.id, name, outcome, dict(task.leaderboard), task.higher_is_better, external)
         if on_done is not None:
             on_done(runs[i])
 

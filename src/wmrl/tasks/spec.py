@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import pandas as pd
 
+    from wmrl.tasks.folder import FolderSource
+
 Split = Literal["train", "heldout", "smoke"]
-TaskType = Literal["binary", "multiclass", "regression", "count", "forecast", "survival", "ordinal"]
+TaskType = Literal["binary", "multiclass", "regression", "count", "forecast", "survival", "ordinal", "custom"]
 PredictionKind = Literal["label", "probability", "real", "positive", "risk"]
 
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task of the offline suite.
+    """One task: of the offline suite, or a user's task folder / MLE-bench competition (``folder`` set).
 
     Attributes:
         id: unique, lowercase, ``[a-z0-9_]``.
@@ -33,6 +35,8 @@ class TaskSpec:
         time_column: for ``forecast``: the column that orders rows; the last ``horizon`` rows are the test set.
         horizon: for ``forecast``: number of future rows to predict.
         heavy: typical solutions take 5-30 s on one core (execution cost matters).
+        folder: for a task folder or competition, where its files lie (:mod:`wmrl.tasks.folder`); its data are
+            files, not a loader, and ``type`` is ``custom`` when its own ``grade.py`` scores it.
     """
 
     id: str
@@ -53,3 +57,4 @@ class TaskSpec:
     time_column: str | None = None
     horizon: int = 0
     heavy: bool = False
+    folder: FolderSource | None = field(default=None, compare=False)

@@ -4,6 +4,11 @@ The lock (``suite.lock.json``, next to this file) records, per task, the sha256 
 score of every reference solution (its leaderboard) as measured when the task was recorded with
 ``wmrl tasks build --record``. A build that produces other data is an error (a package changed the data);
 a reference solution that no longer reproduces its recorded score is caught by the test suite.
+
+Besides the built-in tasks the catalogue holds the user's folder tasks and MLE-bench competitions
+(:mod:`wmrl.tasks.registry`). Their recorded leaderboards go to ``<cache dir>/registry/lock.json``, never into
+wmrl's package; their data may change (the author edits the folder): the task's card is then rebuilt, and a
+leaderboard recorded on other data is not used.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from wmrl.tasks.spec import TaskSpec
 log = logging.getLogger(__name__)
 
 LOCK_PATH = Path(__file__).with_name("suite.lock.json")
+USER_LOCK = "registry/lock.json"  # under the cache dir: the recorded leaderboards of folder tasks
 SPLITS = ("train", "heldout", "smoke")
 
 
@@ -45,7 +51,9 @@ class TaskSuite:
     Args:
         cache_dir: where tasks are built (default :func:`~wmrl.tasks.build.default_cache_dir`).
         lock_path: the recorded data hashes and leaderboards (default: the one shipped with wmrl).
-        specs: the catalogue (default :data:`wmrl.tasks.catalog.TASKS`); tests pass their own.
+        specs: the catalogue (default :data:`wmrl.tasks.catalog.TASKS` plus every folder task of
+            :mod:`wmrl.tasks.registry`); tests pass their own.
+        task_dirs: more folder-task sources for this suite (paths or MLE-bench mappings, see the registry).
     """
 
     def __init__(
@@ -53,17 +61,37 @@ class TaskSuite:
         cache_dir: str | Path | None = None,
         lock_path: str | Path | None = None,
         specs: tuple[TaskSpec, ...] | None = None,
+        task_dirs: list | None = None,
     ) -> None:
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        self.lock_path = Path(lock_path) if lock_path is not None else LOCK_PATH
+        self._fixed = specs is not None
+        self._task_dirs = list(task_dirs or [])
         if specs is None:
             from wmrl.tasks.catalog import TASKS
 
             specs = TASKS
-        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-        self.lock_path = Path(lock_path) if lock_path is not None else LOCK_PATH
-        self._specs = {s.id: s for s in specs}
-        if len(self._specs) != len(specs):
+        self._builtin = {s.id: s for s in specs}
+        if len(self._builtin) != len(specs):
             raise ValueError("task ids must be unique")
         self.lock: dict[str, dict] = self._read_lock()
+        self.problems: list[str] = []  # folder-task sources that failed to load (named in unknown-task errors)
+
+    @property
+    def _specs(self) -> dict[str, TaskSpec]:
+        """The catalogue now: the built-in tasks, then the folder tasks (read again when a source changes)."""
+        if self._fixed:
+            return self._builtin
+        from wmrl.tasks.registry import discover
+
+        folder, self.problems = discover(self.cache_dir, extra=self._task_dirs)
+        specs = dict(self._builtin)
+        for spec in folder:
+            if spec.id in specs:
+                self.problems.append(f"{spec.folder.root}: id {spec.id!r} is a built-in task's; set another id")
+                continue
+            specs[spec.id] = spec
+        return specs
 
     # -- the catalogue ---------------------------------------------------------------------------------
     def specs(self, split: str | None = None) -> list[TaskSpec]:
@@ -72,13 +100,17 @@ class TaskSuite:
         return [s for s in self._specs.values() if split is None or s.split == split]
 
     def spec(self, task_id: str) -> TaskSpec:
+        specs = self._specs
         try:
-            return self._specs[task_id]
+            return specs[task_id]
         except KeyError:
-            close = difflib.get_close_matches(task_id, self._specs, n=3)
+            close = difflib.get_close_matches(task_id, specs, n=3)
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            broken = (f" {len(self.problems)} task source(s) could not be loaded: " + "; ".join(self.problems)
+                      if self.problems else "")
             raise UnknownTaskError(
-                f"unknown task {task_id!r}.{hint} `wmrl tasks list` shows the {len(self._specs)} tasks."
+                f"unknown task {task_id!r}.{hint} `wmrl tasks list` shows the {len(specs)} tasks; "
+                f"`wmrl tasks add DIR` registers a task folder.{broken}"
             ) from None
 
     def task_root(self, task_id: str) -> Path:
@@ -89,6 +121,8 @@ class TaskSuite:
         """The built task, building it on first use and rebuilding a corrupted cache."""
         spec = self.spec(task_id)
         root = self.task_root(task_id)
+        if spec.folder is not None:
+            return self._get_folder(spec, root, rebuild)
         recorded = self.lock.get(task_id, {}).get("data_sha256")
         with self._build_lock(task_id):
             sha = None
@@ -132,24 +166,59 @@ class TaskSuite:
                 on_built(task)
         return built
 
+    def _get_folder(self, spec: TaskSpec, root: Path, rebuild: bool) -> BuiltTask:
+        from wmrl.tasks.folder import materialise_folder, verify_folder
+
+        with self._build_lock(spec.id):
+            try:
+                if rebuild:
+                    raise StaleTaskCache("a rebuild was asked for")
+                sha = verify_folder(spec, root)
+            except StaleTaskCache as exc:
+                log.info("building folder task %s into %s (%s)", spec.id, root, exc)
+                sha = materialise_folder(spec, root)
+        leaderboard = spec.folder.leaderboard_scores()
+        recorded = self.lock.get(spec.id, {})
+        if not leaderboard and recorded.get("leaderboard"):
+            if recorded.get("data_sha256") == sha:
+                leaderboard = recorded["leaderboard"]
+            else:
+                log.warning("task %s: its leaderboard was recorded on other data (the folder changed); run "
+                            "`wmrl tasks build %s --record` again", spec.id, spec.id)
+        return load_built(spec, root, sha, leaderboard)
+
     # -- the lock --------------------------------------------------------------------------------------
+    @property
+    def user_lock_path(self) -> Path:
+        return self.cache_dir / USER_LOCK
+
     def _read_lock(self) -> dict[str, dict]:
-        if not self.lock_path.exists():
-            return {}
-        try:
-            return json.loads(self.lock_path.read_text())["tasks"]
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise ValueError(f"{self.lock_path} is not a valid suite lock ({exc})") from exc
+        """The shipped lock, with the folder tasks' recorded leaderboards (the cache dir's) for other ids."""
+        lock = {}
+        for path in (self.user_lock_path, self.lock_path):  # a built-in id's record is always the shipped one
+            if not path.exists():
+                continue
+            try:
+                lock.update(json.loads(path.read_text())["tasks"])
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise ValueError(f"{path} is not a valid suite lock ({exc})") from exc
+        return lock
 
     def record(self, task: BuiltTask, leaderboard: dict[str, float], seconds: dict[str, float]) -> None:
-        """Record a task's data hashes and reference scores in the lock (maintainers only)."""
-        self.lock[task.id] = {
-            "data_sha256": {f: task.data_sha256[f] for f in DATA_FILES},
+        """Record a task's data hashes and reference scores: a built-in task's in the shipped lock (maintainers
+        only), a folder task's in the cache dir (``registry/lock.json``)."""
+        folder = task.spec.folder is not None
+        entry = {
+            "data_sha256": dict(task.data_sha256) if folder else {f: task.data_sha256[f] for f in DATA_FILES},
             "leaderboard": dict(sorted(leaderboard.items())),
             "reference_seconds": {k: round(v, 2) for k, v in sorted(seconds.items())},
         }
-        payload = {"version": 1, "tasks": dict(sorted(self.lock.items()))}
-        self.lock_path.write_text(json.dumps(payload, indent=1) + "\n")
+        self.lock[task.id] = entry
+        path = self.user_lock_path if folder else self.lock_path
+        tasks = json.loads(path.read_text())["tasks"] if path.exists() else {}
+        tasks[task.id] = entry
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"version": 1, "tasks": dict(sorted(tasks.items()))}, indent=1) + "\n")
 
     @contextlib.contextmanager
     def _build_lock(self, task_id: str) -> Iterator[None]:

@@ -1,0 +1,707 @@
+"""Task folders: bring your own task, or an MLE-bench-layout competition, without touching wmrl's source.
+
+A task folder (``docs/tasks.md`` has a complete example)::
+
+    my_task/
+      task.yaml              the card: split, metric (or the direction of grade.py), budget
+      description.md         the overview the agent reads (markdown)
+      public/                what a solution sees: sample_submission.csv and any data files (train.csv, ...)
+      private/answers.csv    the hidden answers: never copied into a sandbox
+      grade.py               optional: grade(submission, answers) -> float, when no built-in metric fits
+      leaderboard.csv        optional: a ``score`` column (else references/, recorded by ``wmrl tasks build``)
+      references/*.py        optional: reference solutions (``wmrl tasks build ID --record`` scores them)
+      starter.py             optional: the starter solution shown in the prompt (the foothold of small policies)
+
+An MLE-bench competition is read in MLE-bench's own layout (``<competitions>/<id>/config.yaml``,
+``description.md``, ``grade.py``, ``leaderboard.csv``; prepared data under ``<data>/<id>/prepared/public`` and
+``prepared/private``): see :func:`load_competition`.
+
+Validation reports every problem of a folder at once (:class:`TaskFolderError`), each naming the file and the
+fix. What is loaded is a :class:`~wmrl.tasks.spec.TaskSpec` whose ``folder`` says where everything lies
+(:class:`FolderSource`); :mod:`wmrl.tasks.registry` finds folders and :mod:`wmrl.tasks.suite` builds them.
+
+**Trust model.** The task author's ``grade.py`` is trusted code: it runs on the host, outside the sandbox,
+but in its own process with a time limit (``grade_timeout_s``); if it crashes or hangs the execution is an
+infrastructure error (missing, never a reward of 0). The submission is hostile: its shape is checked against
+``sample_submission.csv`` before any grader reads it, and an ``InvalidSubmissionError`` raised by the grader
+(MLE-bench's convention, matched by class name) grades it as an invalid submission. Only ``public/`` is
+copied into a sandbox; the whole task folder (and a competition's data dir) is forbidden to the solution.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import difflib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wmrl.tasks.build import BuiltTask
+from wmrl.tasks.spec import TaskSpec
+
+TASK_FILE = "task.yaml"
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+SPLITS = ("train", "heldout", "smoke")
+OVERVIEW_CHARS = 3000  # the description's share of every rollout's prompt (MLE-bench descriptions run to 10 KB)
+PUBLIC_FILES_SHOWN = 12
+DEFAULTS: dict[str, Any] = {
+    "id": None, "title": None, "split": "train", "metric": None, "higher_is_better": None, "target": None,
+    "id_column": None, "answers": "private/answers.csv", "time_budget_s": 60.0, "memory_mb": 4096,
+    "grade_timeout_s": 120.0, "heavy": False,
+}
+# MLE-bench's grader names (config.yaml ``grader.name``) that a built-in metric computes exactly
+MLEBENCH_METRICS = {
+    "accuracy": "accuracy", "auc-roc": "roc_auc", "roc-auc": "roc_auc", "macro-f1-score": "macro_f1",
+    "root-mean-squared-error": "rmse", "rmse": "rmse", "mean-absolute-error": "mae", "mae": "mae",
+    "log-loss": "log_loss", "logloss": "log_loss",
+}
+SAMPLE_REFERENCE = """import shutil
+
+shutil.copy("public/sample_submission.csv", "submission.csv")
+"""
+# (type, prediction kind) a built-in metric implies for the card
+_TYPES = {"label": "multiclass", "probability": "binary", "real": "regression", "positive": "count",
+          "risk": "survival"}
+
+
+class TaskFolderError(ValueError):
+    """A task folder (or competition) that cannot be used; ``problems`` lists every reason, each with its fix."""
+
+    def __init__(self, where: str | Path, problems: list[str]) -> None:
+        self.where, self.problems = str(where), list(problems)
+        super().__init__(f"{where}: {len(problems)} problem(s):\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    """Where a folder task's parts lie.
+
+    Attributes:
+        kind: ``folder`` (wmrl's layout) or ``mlebench`` (a competition).
+        root: the task folder (the competition's folder for ``mlebench``).
+        public_dir: copied into every sandbox as ``public/``.
+        answers: the hidden answers file.
+        description: the markdown overview.
+        grade_script / grade_function: the author's grader (``None``: the built-in metric of the spec).
+        leaderboard: a CSV with a ``score`` column, or ``None`` (then recorded from the references).
+        references_dir / starter: reference solutions and the starter solution, each optional.
+        id_column: the row id column of ``sample_submission.csv``.
+        submission_columns: the columns a submission must have (those of ``sample_submission.csv``).
+        higher_is_better: the score's direction.
+        grade_timeout_s: the author's grader's time limit per submission.
+        private_roots: host paths a solution may never read (the folder; a competition's data dir).
+    """
+
+    kind: str
+    root: Path
+    public_dir: Path
+    answers: Path
+    description: Path
+    grade_script: Path | None
+    grade_function: str
+    leaderboard: Path | None
+    references_dir: Path | None
+    starter: Path | None
+    id_column: str
+    submission_columns: tuple[str, ...]
+    higher_is_better: bool
+    grade_timeout_s: float
+    private_roots: tuple[Path, ...]
+
+    def files(self) -> list[Path]:
+        """Every file the task is made of (a change in any of them rebuilds the task's card)."""
+        singles = [self.answers, self.description, self.grade_script, self.leaderboard, self.starter]
+        files = [p for p in singles if p is not None and p.is_file()]
+        files += sorted(p for p in self.public_dir.rglob("*") if p.is_file())
+        if self.references_dir is not None:
+            files += sorted(self.references_dir.glob("*.py"))
+        task_file = self.root / TASK_FILE
+        if task_file.is_file():
+            files.append(task_file)
+        config = self.root / "config.yaml"
+        if self.kind == "mlebench" and config.is_file():
+            files.append(config)
+        return files
+
+    def fingerprint(self) -> dict[str, list[int]]:
+        """``path -> [size, mtime_ns]`` of every file: cheap enough to check on every use."""
+        return {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in self.files()}
+
+    def leaderboard_scores(self) -> dict[str, float]:
+        """The leaderboard file's scores (``lb0001`` ... in file order), or empty when there is none."""
+        if self.leaderboard is None:
+            return {}
+        import pandas as pd
+
+        scores = pd.read_csv(self.leaderboard)["score"].dropna().astype(float).tolist()
+        return {f"lb{i:04d}": s for i, s in enumerate(scores, 1)}
+
+    def references(self) -> dict[str, str]:
+        """Reference solutions by name: ``sample_submission`` (submits the sample as it is: the floor, and a check
+        of the grader end to end), ``starter`` when there is one, then each ``references/<name>.py``."""
+        found = {"sample_submission": SAMPLE_REFERENCE}
+        if self.starter is not None:
+            found["starter"] = self.starter.read_text()
+        if self.references_dir is not None:
+            found.update({p.stem: p.read_text() for p in sorted(self.references_dir.glob("*.py"))})
+        return found
+
+
+@dataclass(frozen=True)
+class FolderTask(BuiltTask):
+    """A built folder task: its card and prompt in the cache, its data, answers and grader where they lie.
+
+    ``leaderboard`` is the folder's ``leaderboard.csv`` when it has one, else the scores its references were
+    recorded with (``wmrl tasks build ID --record``, kept in the cache dir's registry, never in wmrl's package).
+    """
+
+    @property
+    def source(self) -> FolderSource:
+        return self.spec.folder
+
+    @property
+    def public_dir(self) -> Path:
+        return self.source.public_dir
+
+    @property
+    def answers_path(self) -> Path:
+        return self.source.answers
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.source.higher_is_better
+
+    def references(self) -> dict[str, str]:
+        return self.source.references()
+
+    @property
+    def starter(self) -> str:
+        """The folder's ``starter.py``; empty when it has none (the prompt then asks for the whole script, and a
+        ``starter_head`` prefill opens the code block only)."""
+        return self.source.starter.read_text() if self.source.starter is not None else ""
+
+    def starter_solution(self, name: str) -> str:
+        """``linear_baseline`` (the default name) and ``starter`` are the folder's ``starter.py`` (empty without
+        one); other names are its ``references/<name>.py``."""
+        if name in ("linear_baseline", "starter"):
+            return self.starter
+        references = self.references()
+        if name not in references:
+            raise KeyError(f"task {self.id!r} has no starter {name!r}; its folder gives: "
+                           f"{', '.join(sorted(references)) or 'none (add starter.py)'}")
+        return references[name]
+
+
+# -- reading and validating ------------------------------------------------------------------------------
+def _read_csv_head(path: Path, problems: list[str], what: str) -> list[list[str]] | None:
+    """All rows of a CSV (header first) with the csv module, or ``None`` and a problem."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            rows = [row for row in csv.reader(f) if row]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        problems.append(f"{path}: {what} cannot be read as CSV ({type(exc).__name__}: {exc}); write it as UTF-8 CSV")
+        return None
+    if len(rows) < 2:
+        problems.append(f"{path}: {what} needs a header and at least one row (it has {len(rows)} line(s))")
+        return None
+    return rows
+
+
+def _leaderboard_problems(path: Path) -> list[str]:
+    rows = _read_csv_head(path, problems := [], "the leaderboard")
+    if rows is None:
+        return problems
+    if "score" not in rows[0]:
+        return [f"{path}: no `score` column (columns: {rows[0][:6]}); one row per entry, e.g. MLE-bench's "
+                "scoreNullable,teamId,...,score"]
+    column = rows[0].index("score")
+    try:
+        [float(row[column]) for row in rows[1:] if len(row) > column and row[column] != ""]
+    except ValueError as exc:
+        return [f"{path}: `score` must be numeric ({exc})"]
+    return []
+
+
+def _script_problems(path: Path) -> list[str]:
+    try:
+        compile(path.read_text(), str(path), "exec")
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        return [f"{path}: does not compile ({type(exc).__name__}: {exc}); fix the script or remove it"]
+    return []
+
+
+def _grade_problems(path: Path, function: str) -> list[str]:
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        return [f"{path}: does not compile ({type(exc).__name__}: {exc})"]
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if function not in names:
+        return [f"{path}: defines no function `{function}(submission, answers) -> float` "
+                f"(top-level functions: {sorted(names) or 'none'})"]
+    return []
+
+
+def _submission_checks(
+    sample: Path, answers: Path, id_column: str | None, problems: list[str]
+) -> tuple[str, tuple[str, ...], list[str]] | None:
+    """The sample's id column and columns, and the answers' columns; checks the ids of both files agree."""
+    sample_rows = _read_csv_head(sample, problems, "sample_submission.csv")
+    answer_rows = _read_csv_head(answers, problems, "the answers file") if answers.is_file() else None
+    if not answers.is_file():
+        problems.append(f"{answers}: the hidden answers are missing; put them there (never under public/)")
+    if sample_rows is None or answer_rows is None:
+        return None
+    columns = tuple(sample_rows[0])
+    id_col = id_column or columns[0]
+    if id_col not in columns:
+        problems.append(f"{sample}: has no id column {id_col!r} (columns {list(columns)}); fix task.yaml id_column")
+        return None
+    if id_col not in answer_rows[0]:
+        problems.append(f"{answers}: has no id column {id_col!r} (columns {answer_rows[0][:8]}); "
+                        "the answers need the ids of sample_submission.csv")
+        return None
+    i, j = columns.index(id_col), answer_rows[0].index(id_col)
+    sample_ids = [row[i] for row in sample_rows[1:] if len(row) > i]
+    answer_ids = {row[j] for row in answer_rows[1:] if len(row) > j}
+    if len(set(sample_ids)) != len(sample_ids):
+        problems.append(f"{sample}: repeats ids in {id_col!r}; one row per test row")
+    if set(sample_ids) != answer_ids:
+        missing, extra = len(set(sample_ids) - answer_ids), len(answer_ids - set(sample_ids))
+        problems.append(f"{answers}: its {id_col!r} values differ from sample_submission.csv's ({missing} ids "
+                        f"without an answer, {extra} answers without a row); both must list the same test rows")
+    return id_col, columns, list(answer_rows[0])
+
+
+def _leaks(public_dir: Path, answers: Path) -> list[str]:
+    """A public file identical to the answers, or the answers under public/: the answers would be readable."""
+    if not answers.is_file() or not public_dir.is_dir():
+        return []
+    if public_dir.resolve() in answers.resolve().parents:
+        return [f"{answers}: the answers lie under public/, which every sandbox receives; move them to private/"]
+    digest = _sha256(answers)
+    same = [p for p in public_dir.rglob("*") if p.is_file() and p.stat().st_size == answers.stat().st_size
+            and _sha256(p) == digest]
+    return [f"{p}: is a copy of the hidden answers; remove it from public/" for p in same]
+
+
+def _metric_checks(
+    metric: str | None, grade: Path | None, higher_is_better: Any, target: Any, columns: tuple[str, ...] | None,
+    answer_columns: list[str] | None, id_col: str | None, problems: list[str], where: Path,
+) -> tuple[tuple[str, ...], str]:
+    """The target columns and the card's type; every problem of the metric / grader choice."""
+    from wmrl.tasks.metrics import METRICS
+
+    if metric is not None and grade is not None:
+        problems.append(f"{where}: names metric {metric!r} and has {grade.name}; keep one (a built-in metric, or "
+                        "your grade.py with higher_is_better)")
+        return (), "custom"
+    if grade is not None:
+        if not isinstance(higher_is_better, bool):
+            problems.append(f"{where}: higher_is_better must be true or false with {grade.name} (got "
+                            f"{higher_is_better!r}): the grader's scores say nothing of their direction")
+        return (), "custom"
+    if metric is None:
+        problems.append(f"{where}: no metric and no grade.py; set `metric:` to one of {', '.join(METRICS)} or add "
+                        "grade.py with grade(submission, answers) -> float")
+        return (), "custom"
+    if metric not in METRICS:
+        close = difflib.get_close_matches(str(metric), METRICS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(f"{where}: metric {metric!r} is not built in{hint}; choose one of {', '.join(METRICS)} or "
+                        "write grade.py")
+        return (), "custom"
+    kind = METRICS[metric].prediction
+    if higher_is_better is not None and higher_is_better != METRICS[metric].higher_is_better:
+        problems.append(f"{where}: higher_is_better {higher_is_better} contradicts metric {metric} "
+                        f"({'higher' if METRICS[metric].higher_is_better else 'lower'} is better); drop the key")
+    if columns is None or answer_columns is None:
+        return (), _TYPES[kind]
+    if len(columns) != 2:
+        problems.append(f"sample_submission.csv has columns {list(columns)}; a built-in metric reads two: the id "
+                        "and one prediction column (write grade.py for other formats)")
+        return (), _TYPES[kind]
+    if target is None:
+        targets = tuple(c for c in answer_columns if c != id_col)
+        if kind != "risk" and columns[1] in answer_columns:
+            targets = (columns[1],)  # MLE-bench style: the answers name the target like the submission
+    else:
+        targets = (target,) if isinstance(target, str) else tuple(target)
+    needed = 2 if kind == "risk" else 1
+    unknown = [t for t in targets if t not in answer_columns]
+    if unknown:
+        problems.append(f"target {unknown} not among the answers' columns {answer_columns[:8]}; fix task.yaml target")
+    elif len(targets) != needed:
+        what = "time and event" if kind == "risk" else "one column"
+        problems.append(f"metric {metric} scores {what}; the answers give {list(targets)} besides the id: set "
+                        f"task.yaml target to {'[time, event]' if kind == 'risk' else 'the scored column'}")
+    return targets, _TYPES[kind]
+
+
+def load_folder(path: str | Path) -> TaskSpec:
+    """The task in folder ``path`` (wmrl's layout); every problem at once in a :class:`TaskFolderError`."""
+    import yaml
+
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise TaskFolderError(root, [f"{root}: not a directory; give the folder holding {TASK_FILE}"])
+    problems: list[str] = []
+    card: dict[str, Any] = {}
+    task_file = root / TASK_FILE
+    if not task_file.is_file():
+        problems.append(f"{task_file}: missing; write the card (at least `metric:` or a grade.py, see docs/tasks.md)")
+    else:
+        try:
+            loaded = yaml.safe_load(task_file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            loaded = {}
+            problems.append(f"{task_file}: not valid YAML ({exc})")
+        if not isinstance(loaded, dict):
+            problems.append(f"{task_file}: must be a mapping of keys (got {type(loaded).__name__})")
+            loaded = {}
+        for key in loaded:
+            if key not in DEFAULTS:
+                close = difflib.get_close_matches(str(key), DEFAULTS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(f"{task_file}: unknown key {key!r}{hint}; the keys are {', '.join(DEFAULTS)}")
+        card = loaded
+    c = {**DEFAULTS, **{k: v for k, v in card.items() if k in DEFAULTS}}
+    task_id = c["id"] if c["id"] is not None else root.name
+    if not isinstance(task_id, str) or not ID_PATTERN.match(task_id):
+        problems.append(f"{task_file}: id {task_id!r} must be lowercase letters, digits, '_' or '-' (at most 64), "
+                        "starting with a letter or digit; set `id:` (it defaults to the folder's name)")
+    if c["split"] not in SPLITS:
+        problems.append(f"{task_file}: split {c['split']!r} must be one of {', '.join(SPLITS)}")
+    for key, low in (("time_budget_s", 0), ("memory_mb", 63), ("grade_timeout_s", 0)):
+        if not isinstance(c[key], (int, float)) or isinstance(c[key], bool) or c[key] <= low:
+            problems.append(f"{task_file}: {key} must be a number > {low} (got {c[key]!r})")
+    if not isinstance(c["heavy"], bool):
+        problems.append(f"{task_file}: heavy must be true or false (got {c['heavy']!r})")
+    description = root / "description.md"
+    if not description.is_file() or not description.read_text().strip():
+        problems.append(f"{description}: missing or empty; describe the task (what is predicted, and why)")
+    public = root / "public"
+    sample = public / "sample_submission.csv"
+    if not public.is_dir():
+        problems.append(f"{public}: missing; put the files a solution may read there, with sample_submission.csv")
+    elif not sample.is_file():
+        problems.append(f"{sample}: missing; write the exact submission format (the ids and a placeholder)")
+    answers = root / str(c["answers"])
+    checked = _submission_checks(sample, answers, c["id_column"], problems) if sample.is_file() else None
+    if not sample.is_file() and not answers.is_file():
+        problems.append(f"{answers}: the hidden answers are missing; put them there (never under public/)")
+    problems += _leaks(public, answers)
+    grade = root / "grade.py"
+    grade = grade if grade.is_file() else None
+    if grade is not None:
+        problems += _grade_problems(grade, "grade")
+    id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
+    target, task_type = _metric_checks(c["metric"], grade, c["higher_is_better"], c["target"], columns,
+                                       answer_columns, id_col, problems, task_file)
+    leaderboard = root / "leaderboard.csv"
+    leaderboard = leaderboard if leaderboard.is_file() else None
+    references = root / "references"
+    references = references if references.is_dir() and any(references.glob("*.py")) else None
+    starter = root / "starter.py"
+    starter = starter if starter.is_file() else None
+    if leaderboard is not None:
+        problems += _leaderboard_problems(leaderboard)
+    elif references is None:
+        problems.append(f"{root}: no leaderboard.csv and no references/*.py; a reward is a leaderboard position: add "
+                        "leaderboard.csv (a `score` column) or reference solutions and run `wmrl tasks build ID "
+                        "--record`")
+    for script in [*([starter] if starter else []), *(sorted(references.glob("*.py")) if references else [])]:
+        problems += _script_problems(script)
+    if problems:
+        raise TaskFolderError(root, problems)
+    from wmrl.tasks.metrics import METRICS
+
+    higher = c["higher_is_better"] if grade is not None else METRICS[c["metric"]].higher_is_better
+    source = FolderSource(
+        kind="folder", root=root, public_dir=public, answers=answers, description=description,
+        grade_script=grade, grade_function="grade", leaderboard=leaderboard, references_dir=references,
+        starter=starter, id_column=id_col, submission_columns=columns, higher_is_better=bool(higher),
+        grade_timeout_s=float(c["grade_timeout_s"]), private_roots=_private_roots(root, answers),
+    )
+    return _spec(task_id, c["split"], c["title"] or _title(description, task_id), c["metric"] or "custom",
+                 task_type, target, source, float(c["time_budget_s"]), int(c["memory_mb"]), bool(c["heavy"]), "folder")
+
+
+def load_competition(
+    competition_dir: str | Path, data_dir: str | Path, split: str = "heldout", time_budget_s: float = 600.0
+) -> TaskSpec:
+    """One MLE-bench competition (``<competitions>/<id>/``) with its prepared data (``<data>/<id>/prepared/``).
+
+    The overview is ``description.md``; the public files are ``prepared/public``; the answers are
+    ``config.yaml``'s ``dataset.answers`` (relative to the data dir); the grader is the competition's own
+    ``grade.py`` (``grader.grade_fn``'s function), or, without one, the built-in metric that ``grader.name``
+    names; the leaderboard is ``leaderboard.csv`` (best first: MLE-bench reads the direction from its order,
+    and so does wmrl for a competition's own grader); position = the share of the leaderboard beaten.
+    MLE-bench has no per-run budget (agents run for hours); ``time_budget_s`` sets one (the paper: 600-1200 s).
+    """
+    import yaml
+
+    root = Path(competition_dir).expanduser().resolve()
+    data = Path(data_dir).expanduser().resolve()
+    problems: list[str] = []
+    config_path = root / "config.yaml"
+    try:
+        config = yaml.safe_load(config_path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise TaskFolderError(root, [f"{config_path}: cannot be read ({exc}); an MLE-bench competition has one"]) from None
+    if not isinstance(config, dict):
+        raise TaskFolderError(root, [f"{config_path}: must be a mapping (got {type(config).__name__})"])
+    task_id = str(config.get("id", root.name))
+    if not ID_PATTERN.match(task_id):
+        problems.append(f"{config_path}: id {task_id!r} must be lowercase letters, digits, '_' or '-'")
+    if split not in SPLITS:
+        problems.append(f"split {split!r} must be one of {', '.join(SPLITS)}")
+    dataset = config.get("dataset") or {}
+    grader = config.get("grader") or {}
+    prepared = data / task_id / "prepared"
+    public = prepared / "public"
+    if not public.is_dir() or not (prepared / "private").is_dir():
+        problems.append(f"{prepared}: no prepared/public and prepared/private; prepare the competition first "
+                        f"(`mlebench prepare -c {task_id} --data-dir {data}`, or write them yourself)")
+    if "answers" not in dataset or "sample_submission" not in dataset:
+        problems.append(f"{config_path}: dataset.answers and dataset.sample_submission are required (paths "
+                        "relative to the data dir)")
+    answers = data / str(dataset.get("answers", f"{task_id}/prepared/private/test.csv"))
+    sample = data / str(dataset.get("sample_submission", f"{task_id}/prepared/public/sample_submission.csv"))
+    description = root / "description.md"
+    if not description.is_file():
+        problems.append(f"{description}: missing; the competition's overview")
+    checked = _submission_checks(sample, answers, None, problems) if sample.is_file() else None
+    if not sample.is_file():
+        problems.append(f"{sample}: missing (dataset.sample_submission)")
+    problems += _leaks(public, answers)
+    function = str(grader.get("grade_fn", ":grade")).rpartition(":")[2] or "grade"
+    grade = root / "grade.py"
+    grade = grade if grade.is_file() else None
+    metric = None
+    if grade is not None:
+        problems += _grade_problems(grade, function)
+    else:
+        metric = MLEBENCH_METRICS.get(str(grader.get("name", "")).lower())
+        if metric is None:
+            problems.append(f"{root}: no grade.py, and grader.name {grader.get('name')!r} is none of the metrics wmrl "
+                            f"computes itself ({', '.join(sorted(MLEBENCH_METRICS))}); add the competition's grade.py")
+    leaderboard = root / "leaderboard.csv"
+    if not leaderboard.is_file():
+        problems.append(f"{leaderboard}: missing; MLE-bench competitions ship Kaggle's final leaderboard")
+    else:
+        problems += _leaderboard_problems(leaderboard)
+    id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
+    higher = None
+    if grade is not None and leaderboard.is_file() and not problems:
+        import pandas as pd
+
+        scores = pd.read_csv(leaderboard)["score"].dropna().astype(float)
+        higher = not bool(scores.iloc[0] < scores.iloc[-1])  # MLE-bench's Grader.is_lower_better
+    target, task_type = _metric_checks(metric, grade, higher if grade is not None else None, None, columns,
+                                       answer_columns, id_col, problems, config_path)
+    if problems:
+        raise TaskFolderError(root, problems)
+    from wmrl.tasks.metrics import METRICS
+
+    source = FolderSource(
+        kind="mlebench", root=root, public_dir=public, answers=answers, description=description,
+        grade_script=grade, grade_function=function, leaderboard=leaderboard, references_dir=None, starter=None,
+        id_column=id_col, submission_columns=columns,
+        higher_is_better=bool(higher if grade is not None else METRICS[metric].higher_is_better),
+        grade_timeout_s=120.0, private_roots=_private_roots(root, answers, data / task_id),
+    )
+    title = str(config.get("name") or _title(description, task_id))
+    return _spec(task_id, split, title, metric or "custom", task_type, target, source, float(time_budget_s), 4096,
+                 False, "mle-bench")
+
+
+def _spec(task_id, split, title, metric, task_type, target, source, budget, memory, heavy, package) -> TaskSpec:
+    return TaskSpec(
+        id=task_id, split=split, package=package, loader=str(source.root), version="", type=task_type,
+        target=tuple(target), metric=metric, title=title, goal="", load=_no_loader, time_budget_s=budget,
+        memory_mb=memory, heavy=heavy, folder=source,
+    )
+
+
+def _private_roots(root: Path, answers: Path, *more: Path) -> tuple[Path, ...]:
+    """The folder, the answers' folder when it lies elsewhere (``answers: ../hidden/answers.csv``), and ``more``."""
+    roots = [root, *more]
+    if not any(r == answers.parent or r in answers.parents for r in roots):
+        roots.append(answers.parent)
+    return tuple(roots)
+
+
+def _no_loader():
+    raise TypeError("a folder task's data are its files, not a loader (wmrl.tasks.folder)")
+
+
+def _title(description: Path, fallback: str) -> str:
+    if description.is_file():
+        for line in description.read_text().splitlines():
+            if line.startswith("# "):
+                return line[2:].strip()
+    return fallback
+
+
+def is_task_folder(path: Path) -> bool:
+    return (path / TASK_FILE).is_file()
+
+
+def is_competition(path: Path) -> bool:
+    return (path / "config.yaml").is_file()
+
+
+# -- building the card and the prompt --------------------------------------------------------------------
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _overview(source: FolderSource) -> str:
+    text = source.description.read_text().strip()
+    lines = text.splitlines()
+    if lines and lines[0].startswith("# "):
+        text = "\n".join(lines[1:]).strip()  # the title heads the prompt already
+    if len(text) > OVERVIEW_CHARS:
+        cut = text[:OVERVIEW_CHARS].rsplit("\n", 1)[0]
+        text = f"{cut}\n\n[... the overview is cut here: {len(text)} characters in all ...]"
+    return text
+
+
+def _public_listing(source: FolderSource) -> str:
+    files = sorted(p for p in source.public_dir.rglob("*") if p.is_file())
+    shown = []
+    for p in files[:PUBLIC_FILES_SHOWN]:
+        name = p.relative_to(source.public_dir).as_posix()
+        if p.suffix == ".csv":
+            with p.open("rb") as f:
+                rows = max(0, sum(1 for _ in f) - 1)
+            shown.append(f"`{name}` ({rows} rows)")
+        else:
+            shown.append(f"`{name}` ({p.stat().st_size} bytes)")
+    more = f", and {len(files) - PUBLIC_FILES_SHOWN} more files" if len(files) > PUBLIC_FILES_SHOWN else ""
+    return ", ".join(shown) + more
+
+
+def describe_folder(spec: TaskSpec, train, starter: str | None, labels: list[str] | None) -> str:
+    """The prompt of a folder task: its overview, public files, data dictionary, submission, metric, budget."""
+    from wmrl.tasks.build import _data_dictionary, _prediction_text, _target_summary
+    from wmrl.tasks.metrics import METRICS
+
+    source = spec.folder
+    better = "higher" if source.higher_is_better else "lower"
+    columns = ", ".join(f"`{c}`" for c in source.submission_columns)
+    with source.public_dir.joinpath("sample_submission.csv").open("rb") as f:
+        rows = max(0, sum(1 for _ in f) - 1)
+    if spec.metric in METRICS:
+        metric = METRICS[spec.metric]
+        prediction = _prediction_text(spec, metric.prediction, labels)
+        submission_what = f" `{source.submission_columns[1]}`: {prediction}"
+        metric_text = f"`{metric.name}` on the hidden test answers ({better} is better): {metric.description}."
+    else:
+        submission_what = ""
+        metric_text = f"the task's own grader scores it against the hidden test answers ({better} is better)."
+    dictionary = ""
+    if train is not None:
+        dictionary = f"\n{_data_dictionary(train, spec)}\n"
+        if spec.target and all(t in train.columns for t in spec.target):
+            dictionary += f"\n{_target_summary(train, spec)}\n"
+    if starter:
+        starter_text = f"A working baseline (it writes a valid submission). Improve on it.\n\n```python\n{starter.strip()}\n```\n"
+    else:
+        starter_text = "None is given: write the whole script.\n"
+    return f"""# {spec.title}
+
+{_overview(source)}
+
+## Data
+Files in `public/`: {_public_listing(source)}.
+{dictionary}
+## Submission
+Write `submission.csv` in the current directory with the columns of `public/sample_submission.csv` ({columns}),
+one row per row of it ({rows} rows, the same `{source.id_column}` values).{submission_what}
+
+## Metric
+{metric_text}
+You may print your own validation estimate as a line `VALIDATION_SCORE=<float>`; it is not your score.
+
+## Budget
+One CPU thread, {spec.memory_mb} MB of memory, {spec.time_budget_s:.0f} s of wall-clock. No network. Only the
+files in `public/` are available.
+
+## Starter solution
+{starter_text}"""
+
+
+def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
+    """Write a folder task's card, prompt and manifest into ``root`` (the data stay where they are)."""
+    import pandas as pd
+
+    from wmrl.tasks.build import BUILD_VERSION, CLASSIFICATION, column_kinds
+    from wmrl.tasks.metrics import _labels as label_texts
+
+    source = spec.folder
+    data = {f"public/{p.relative_to(source.public_dir).as_posix()}": _sha256(p)
+            for p in sorted(source.public_dir.rglob("*")) if p.is_file()}
+    data["private/answers"] = _sha256(source.answers)
+    train_path = source.public_dir / "train.csv"
+    train = pd.read_csv(train_path, nrows=200_000) if train_path.is_file() else None
+    exclude = (source.id_column, *spec.target)
+    columns = column_kinds(train, exclude) if train is not None else {}
+    labels = None
+    if spec.type in CLASSIFICATION and spec.target:
+        values = train[spec.target[0]] if train is not None and spec.target[0] in train.columns else None
+        if values is None:
+            values = pd.read_csv(source.answers)[spec.target[0]]
+        labels = sorted(set(label_texts(values.dropna())))
+    starter = source.starter.read_text() if source.starter is not None else None
+    card = {
+        "id": spec.id, "split": spec.split, "source": {"kind": source.kind, "root": str(source.root)},
+        "type": spec.type, "target": list(spec.target), "metric": spec.metric,
+        "higher_is_better": source.higher_is_better, "time_budget_s": spec.time_budget_s,
+        "memory_mb": spec.memory_mb, "heavy": spec.heavy, "id_column": source.id_column,
+        "submission_columns": list(source.submission_columns), "columns": columns, "labels": labels,
+        "grader": str(source.grade_script) if source.grade_script is not None else f"built-in {spec.metric}",
+    }
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.id}-", dir=root.parent))
+    try:
+        (tmp / "task.json").write_text(json.dumps(card, indent=2) + "\n")
+        (tmp / "description.md").write_text(describe_folder(spec, train, starter, labels))
+        manifest = {"build_version": BUILD_VERSION, "data_sha256": data, "fingerprint": source.fingerprint()}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        if root.exists():
+            shutil.rmtree(root)
+        os.replace(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return data
+
+
+def verify_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
+    """The recorded data hashes of a built folder task; :class:`StaleTaskCache` when any source file changed."""
+    from wmrl.tasks.build import BUILD_VERSION, StaleTaskCache
+
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise StaleTaskCache(f"no readable manifest ({exc})") from None
+    if not (root / "task.json").is_file() or not (root / "description.md").is_file():
+        raise StaleTaskCache("its card is incomplete")
+    if manifest.get("build_version") != BUILD_VERSION:
+        raise StaleTaskCache(f"it was built by another wmrl version (build {manifest.get('build_version')})")
+    if manifest.get("fingerprint") != spec.folder.fingerprint():
+        raise StaleTaskCache(f"files under {spec.folder.root} changed since it was built")
+    return dict(manifest["data_sha256"])

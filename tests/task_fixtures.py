@@ -1,0 +1,138 @@
+"""Task folders and MLE-bench-layout competitions built in a temp dir, from data that ship with the installed
+packages (no network): the shipped example folder, variants of it, and two small competitions in MLE-bench's
+own layout (one graded by its own grade.py, with a relative import; one by a grader name wmrl computes)."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "tasks" / "state_violent_crime"
+
+VALID_SOLUTION = """
+import pandas as pd
+sub = pd.read_csv("public/sample_submission.csv")
+sub.to_csv("submission.csv", index=False)
+"""
+
+
+def copy_example(where: Path, name: str = "state_violent_crime", leaderboard: bool = True) -> Path:
+    folder = where / name
+    shutil.copytree(EXAMPLE, folder)
+    if not leaderboard:
+        (folder / "leaderboard.csv").unlink()
+    return folder
+
+
+GRADE_PY = '''
+import numpy as np
+
+
+class InvalidSubmissionError(Exception):
+    """MLE-bench's name for a submission the grader refuses (matched by name)."""
+
+
+def grade(submission, answers):
+    merged = submission.merge(answers, on="id")
+    if (merged["prediction"] < 0).any():
+        raise InvalidSubmissionError("a crime rate cannot be negative")
+    return float(np.median(np.abs(merged["prediction"] - merged["violent_rate"])))
+'''
+
+
+def custom_grader_task(where: Path, body: str = GRADE_PY, name: str = "crime_median_error") -> Path:
+    """The example with its own grade.py (median absolute error, lower is better) instead of a built-in metric."""
+    folder = copy_example(where, name)
+    (folder / "grade.py").write_text(textwrap.dedent(body))
+    card = (folder / "task.yaml").read_text().replace("metric: rmse", "higher_is_better: false")
+    (folder / "task.yaml").write_text(card.replace("id: state_violent_crime", f"id: {name}"))
+    (folder / "leaderboard.csv").write_text("score\n40\n60\n80\n120\n")
+    return folder
+
+
+def _competition(competitions: Path, data: Path, cid: str, frame: pd.DataFrame, id_col: str, target: str,
+                 grader: str, leaderboard: list[float], grade_py: str | None, helpers: dict[str, str]) -> None:
+    from sklearn.model_selection import train_test_split
+
+    comp = competitions / cid
+    comp.mkdir(parents=True)
+    frame = frame.reset_index(drop=True)
+    frame.insert(0, id_col, [f"r{i:04d}" for i in range(len(frame))])
+    train, test = train_test_split(frame, test_size=0.3, random_state=0)
+    public, private = data / cid / "prepared" / "public", data / cid / "prepared" / "private"
+    public.mkdir(parents=True)
+    private.mkdir(parents=True)
+    train.to_csv(public / "train.csv", index=False)
+    test.drop(columns=target).to_csv(public / "test.csv", index=False)
+    placeholder = train[target].mode().iloc[0]
+    test[[id_col]].assign(**{target: placeholder}).to_csv(public / "sample_submission.csv", index=False)
+    test.to_csv(private / "test.csv", index=False)  # MLE-bench often keeps every column in the answers
+    (comp / "config.yaml").write_text(textwrap.dedent(f"""\
+        id: {cid}
+        name: {cid.replace('-', ' ').title()}
+        competition_type: simple
+        awards_medals: false
+        prizes: null
+        description: mlebench/competitions/{cid}/description.md
+        dataset:
+          answers: {cid}/prepared/private/test.csv
+          sample_submission: {cid}/prepared/public/sample_submission.csv
+        grader:
+          name: {grader}
+          grade_fn: mlebench.competitions.{cid}.grade:grade
+        preparer: mlebench.competitions.{cid}.prepare:prepare
+        """))
+    (comp / "description.md").write_text(f"# {cid}\n\n## Description\n\nPredict `{target}` for every row of test.csv.\n"
+                                         + "Long competition text. " * 400 + "\n")
+    rows = [f"{s},{1000 + i},True,2025-01-01 00:00:00,{s},True" for i, s in enumerate(leaderboard)]
+    (comp / "leaderboard.csv").write_text("scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore\n"
+                                          + "\n".join(rows) + "\n")
+    if grade_py is not None:
+        (comp / "grade.py").write_text(textwrap.dedent(grade_py))
+    for name, body in helpers.items():
+        (comp / name).write_text(textwrap.dedent(body))
+
+
+def mlebench_layout(where: Path) -> tuple[Path, Path]:
+    """``(competitions dir, data dir)`` holding ``iris-species`` (grader name ``accuracy``, no grade.py) and
+    ``tumour-diagnosis`` (its own grade.py: AUC, with a relative import and MLE-bench's InvalidSubmissionError)."""
+    from sklearn.datasets import load_breast_cancer, load_iris
+
+    competitions, data = where / "competitions", where / "data"
+    iris = load_iris(as_frame=True)
+    frame = iris.frame.rename(columns=lambda c: c.replace(" (cm)", "").replace(" ", "_"))
+    frame["species"] = frame.pop("target").map(dict(enumerate(iris.target_names)))
+    _competition(competitions, data, "iris-species", frame, "Id", "species", "accuracy",
+                 [1.0, 0.98, 0.96, 0.93, 0.9, 0.8, 0.6, 0.33], None, {})
+    cancer = load_breast_cancer(as_frame=True).frame.iloc[:, [0, 1, 2, 3, 30]]
+    cancer.columns = ["radius", "texture", "perimeter", "area", "benign"]
+    grade_py = '''
+        import pandas as pd
+        from sklearn.metrics import roc_auc_score
+
+        from .checks import InvalidSubmissionError, check_probabilities
+
+
+        def grade(submission: pd.DataFrame, answers: pd.DataFrame) -> float:
+            if len(submission) != len(answers):
+                raise InvalidSubmissionError("submission and answers differ in length")
+            merged = answers[["PatientId", "benign"]].merge(submission, on="PatientId", suffixes=("", "_p"))
+            check_probabilities(merged["benign_p"])
+            return roc_auc_score(merged["benign"], merged["benign_p"])
+        '''
+    checks = {"checks.py": '''
+        class InvalidSubmissionError(Exception):
+            pass
+
+
+        def check_probabilities(values):
+            if ((values < 0) | (values > 1)).any():
+                raise InvalidSubmissionError("probabilities must lie in [0, 1]")
+        '''}
+    _competition(competitions, data, "tumour-diagnosis", cancer, "PatientId", "benign", "auc-roc",
+                 [0.999, 0.99, 0.98, 0.95, 0.9, 0.75, 0.5], grade_py, checks)
+    return competitions, data
