@@ -39,6 +39,15 @@ TINY_SPECS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def no_leaked_task_sources(monkeypatch):
+    """Task folders a config registers (``data.init_args.task_dirs``) are process-wide: none outlives its test."""
+    from wmrl.tasks import registry
+
+    monkeypatch.setattr(registry, "_session", [])
+    monkeypatch.delenv(registry.ENV_VAR, raising=False)
+
+
 @pytest.fixture(scope="session")
 def tiny_suite(tmp_path_factory):
     """Two small tasks built into a temp cache, with hand-set leaderboards (no reference runs needed)."""

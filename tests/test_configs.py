@@ -16,6 +16,7 @@ OVERLAY_BASES = {"configs/debug/": "configs/autoresearch/quickstart.yaml",
                  "configs/autoresearch/ablations/cpu/": "configs/autoresearch/quickstart.yaml",
                  "configs/autoresearch/ablations/paper/": "configs/autoresearch/paper_4b.yaml",
                  "configs/strategy/": "configs/autoresearch/quickstart.yaml",
+                 "configs/tasks/": "configs/autoresearch/quickstart.yaml",
                  "benchmarks/": "configs/autoresearch/wmrl_quickstart.yaml"}
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins (the vLLM engine
 # and world-model backend stay: they import vllm only when they first generate).
@@ -58,6 +59,7 @@ def test_configs_exist():
 @pytest.mark.parametrize("config", CONFIGS, ids=relative)
 def test_config_instantiates(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative run dirs land in the temp dir
+    (tmp_path / "examples").symlink_to(ROOT / "examples")  # configs/tasks/ name the example folder relatively
     name = relative(config)
     base = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), None)
     args = [*(["-c", str(ROOT / base)] if base else []), "-c", str(config), *CPU_STANDINS.get(base or name, [])]
@@ -84,6 +86,9 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
             assert "probe" in Path(logger.experiment.metrics_file_path).read_text()
     if name == "benchmarks/no_execution_cache.yaml":
         assert cli.model.environments["real"].log.use_cache is False
+    if name.startswith("configs/tasks/"):
+        assert cli.datamodule.train_tasks == cli.datamodule.eval_task_ids == ["state_violent_crime"]
+        assert cli.model.environments["real"].suite.get("state_violent_crime").spec.folder is not None
     expected = expected_callbacks(name)
     if expected is not None:
         from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward

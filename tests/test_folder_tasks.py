@@ -28,13 +28,6 @@ from wmrl.tasks.suite import LOCK_PATH, TaskSuite
 from wmrl.types import Status
 
 
-@pytest.fixture(autouse=True)
-def no_session_sources(monkeypatch):
-    """Sources a config registers are process-wide: each test starts and ends without them."""
-    monkeypatch.setattr(registry, "_session", [])
-    monkeypatch.delenv(registry.ENV_VAR, raising=False)
-
-
 @pytest.fixture
 def cache(tmp_path):
     return tmp_path / "cache"
