@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from wmrl.environments.real import SandboxEnvironment
+from wmrl.generation.hf import HFGenerationEngine
 from wmrl.models import load_policy
 from wmrl.rollout.agent import AgentLoop, AgentSettings
-from wmrl.rollout.hf_engine import HFGenerationEngine
 from wmrl.types import Status
 
 

@@ -83,8 +83,8 @@ from wmrl.environments.real import SandboxEnvironment
 from wmrl.environments.world_model import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
 from wmrl.models import LoraSettings, load_policy, resolve_model
 from wmrl.rollout.agent import AgentLoop, AgentSettings, StepRequest
-from wmrl.rollout.engine import SamplingParams
-from wmrl.rollout.vllm_engine import VLLMGenerationEngine, VLLMSettings
+from wmrl.generation.engine import SamplingParams
+from wmrl.generation.vllm import VLLMGenerationEngine, VLLMSettings
 
 policy, tokenizer = load_policy("smollm2-135m-instruct", LoraSettings(r=16, alpha=32), dtype="bfloat16")
 policy.cuda()

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from fakes import byte_tokenizer
 
+from wmrl.generation.engine import Generation, GenerationEngine, SamplingParams
 from wmrl.rollout.agent import AgentLoop, AgentSettings, extract_code
-from wmrl.rollout.engine import Generation, GenerationEngine, SamplingParams
 from wmrl.types import Outcome, Source, Status
 
 

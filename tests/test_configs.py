@@ -72,7 +72,7 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
 
         assert isinstance(cli.trainer.strategy, DDPStrategy) and cli.trainer.num_devices == 2
     if name == "configs/autoresearch/paper_4b_vllm.yaml":
-        from wmrl.rollout.vllm_engine import VLLMGenerationEngine
+        from wmrl.generation.vllm import VLLMGenerationEngine
 
         assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
         (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]

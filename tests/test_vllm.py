@@ -16,19 +16,19 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
-from wmrl.environments.vllm_backend import PREDICTIONS_SCHEMA
 from wmrl.environments.world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
-from wmrl.models import LoraSettings, load_policy, tiny_llama
-from wmrl.modules.grpo import GRPOModule
-from wmrl.rollout.agent import StepRequest
-from wmrl.rollout.engine import SamplingParams
-from wmrl.rollout.vllm_engine import (
+from wmrl.generation.engine import SamplingParams
+from wmrl.generation.vllm import (
     StaleAdapterError,
     VLLMGenerationEngine,
     VLLMSettings,
     import_vllm,
     release_engines,
 )
+from wmrl.generation.vllm_world_model import PREDICTIONS_SCHEMA
+from wmrl.models import LoraSettings, load_policy, tiny_llama
+from wmrl.modules.grpo import GRPOModule
+from wmrl.rollout.agent import StepRequest
 from wmrl.types import Source
 
 SCRIPT = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\nprint(len(train))\n"
@@ -85,7 +85,7 @@ def teacher_forced(model, prompt, tokens, temperature) -> list[float]:
 
 def test_importing_wmrl_and_the_vllm_modules_does_not_import_vllm():
     code = (
-        "import sys, wmrl, wmrl.rollout.vllm_engine, wmrl.environments.vllm_backend, wmrl.modules.grpo\n"
+        "import sys, wmrl, wmrl.generation.vllm, wmrl.generation.vllm_world_model, wmrl.modules.grpo\n"
         "print('vllm' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.grader import check_script
-from wmrl.rollout.vllm_engine import VLLMSettings
+from wmrl.generation.vllm import VLLMSettings
 from wmrl.tasks.build import STARTER_HEADING
 from wmrl.types import Outcome, Source, Status
 
@@ -216,7 +216,7 @@ class LMWorldModel:
         seed: seeds ``generate`` sampling (call ``i`` of the run uses ``seed + i``).
         backend: ``hf`` (transformers in the training process, CPU or GPU) or ``vllm`` (GPU machines,
             ``pip install 'wmrl[vllm]'``: one engine per GPU, prefix caching, guided JSON in ``generate`` mode;
-            see :mod:`wmrl.environments.vllm_backend`). With ``model: policy`` it shares the policy's engine.
+            see :mod:`wmrl.generation.vllm_world_model`). With ``model: policy`` it shares the policy's engine.
         vllm: how the vLLM engine is built when this world model starts it (``backend: vllm``).
     """
 
@@ -287,8 +287,8 @@ class LMWorldModel:
 
     def _start_vllm(self) -> None:
         """The vLLM backend on the bound policy's checkpoint, or on ``model`` (its tokenizer only loaded here)."""
-        from wmrl.environments.vllm_backend import VLLMWorldModelBackend
-        from wmrl.rollout.vllm_engine import checkpoint_dir
+        from wmrl.generation.vllm import checkpoint_dir
+        from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
 
         if self.model_name == "policy":
             path = checkpoint_dir(self.model)
@@ -425,8 +425,8 @@ class LMWorldModel:
             texts = self._vllm.generate(prompts, self.max_new_tokens, self.temperature, self.top_p,
                                         seed=self.seed + self.calls)
             return [self.outcome_from_text(text) for text in texts]
-        from wmrl.rollout.engine import SamplingParams
-        from wmrl.rollout.hf_engine import HFGenerationEngine
+        from wmrl.generation.engine import SamplingParams
+        from wmrl.generation.hf import HFGenerationEngine
 
         engine = HFGenerationEngine(self.model, self.tokenizer, max_batch_size=self.batch_size)
         params = SamplingParams(

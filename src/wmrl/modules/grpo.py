@@ -35,11 +35,11 @@ from wmrl.algorithms.grpo import (
     grpo_loss,
     token_logprobs,
 )
+from wmrl.generation.vllm import VLLMGenerationEngine, VLLMSettings
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits, prompt_micro_batches
 from wmrl.modules.base import RLModule
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
-from wmrl.rollout.vllm_engine import VLLMGenerationEngine, VLLMSettings
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class GRPOModule(RLModule):
             (``time/overlapped``: execution seconds hidden behind world-model work).
         engine: who samples rollouts: ``hf`` (transformers, sharing the policy's weights) or ``vllm`` (GPU
             machines, ``pip install 'wmrl[vllm]'``: a colocated vLLM engine that gets the LoRA adapter after every
-            optimizer step, checked by a log-prob canary; see :mod:`wmrl.rollout.vllm_engine`). ``vllm`` needs
+            optimizer step, checked by a log-prob canary; see :mod:`wmrl.generation.vllm`). ``vllm`` needs
             ``lora`` and ``top_p: 1.0``.
         vllm: how the vLLM engine is built (``engine: vllm``; shared with a vLLM world model of the same model).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
@@ -180,10 +180,10 @@ class GRPOModule(RLModule):
 
     def _build_engine(self, engine: Engine, settings: VLLMSettings, batch_size: int) -> Any:
         if engine == "hf":
-            from wmrl.rollout.hf_engine import HFGenerationEngine
+            from wmrl.generation.hf import HFGenerationEngine
 
             return HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=batch_size)
-        from wmrl.rollout.vllm_engine import checkpoint_dir
+        from wmrl.generation.vllm import checkpoint_dir
 
         if not self.uses_lora:
             raise ValueError("model.init_args.engine=vllm syncs LoRA adapters only: set model.init_args.lora "

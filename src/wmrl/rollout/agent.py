@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-from wmrl.rollout.engine import GenerationEngine, SamplingParams
+from wmrl.generation.engine import OPEN_FENCE, GenerationEngine, SamplingParams
 from wmrl.types import Environment, Outcome, Source, StepRequest, Trajectory, Turn  # noqa: F401 (re-exported)
 
 SYSTEM_PROMPT = (
@@ -34,7 +34,7 @@ FEEDBACK_TEMPLATE = (
     "Write an improved complete script in one ```python code block."
 )
 Prefill = Literal["none", "fence", "starter_head"]
-FENCE = "```python\n"
+FENCE = OPEN_FENCE + "\n"  # the opening of a turn's code block (the ``fence`` prefill)
 _CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
 
 

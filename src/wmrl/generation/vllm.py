@@ -3,7 +3,7 @@
 vLLM is a GPU extra (``pip install 'wmrl[vllm]'``) imported only when an engine first generates, so configs that
 name it instantiate (and fail with the install hint at the first rollout) on machines without it.
 
-How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.rollout.engine.GenerationEngine` contract onto vLLM:
+How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.generation.engine.GenerationEngine` contract onto vLLM:
 
 - **log-probs.** The engine is built with ``logprobs_mode="processed_logprobs"`` and each request asks for
   ``logprobs=0`` (the sampled token only): vLLM then returns ``log_softmax(logits / temperature)`` at the sampled
@@ -13,7 +13,7 @@ How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.rollout.engine.Generati
   log-probs silently. Greedy decoding reports temperature-1 log-probs, as the transformers engine does.
 - **the code-block stop.** vLLM stops on strings, not on "a python fence was opened and later closed". A rollout
   is generated in rounds: stop at ```` ```python ```` while no python block is open, then at ```` ``` ````;
-  after each round the decoded text is checked with :func:`~wmrl.rollout.hf_engine.closes_code_block` (exactly
+  after each round the decoded text is checked with :func:`~wmrl.generation.engine.closes_code_block` (exactly
   the transformers engine's rule) and the row continues from its own tokens when the fence was not the one that
   closes the block. Splitting a sample into requests does not change its distribution (sampling is
   autoregressive), and prefix caching makes the next round's prefill nearly free.
@@ -43,7 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wmrl.rollout.engine import FinishReason, Generation, GenerationEngine, SamplingParams
+from wmrl.generation.engine import (
+    FENCE,
+    OPEN_FENCE,
+    FinishReason,
+    Generation,
+    GenerationEngine,
+    SamplingParams,
+    closes_code_block,
+    eos_ids,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +65,6 @@ CANARY_PROBE = (
 """The fixed text whose log-probs the canary compares across syncs (code, like what the policy writes)."""
 
 _SEED_MODULUS = 2**31 - 1
-_OPEN_FENCE = "```python"  # the fences of wmrl.rollout.hf_engine (not imported: it imports torch)
-_FENCE = "```"
 
 
 def import_vllm() -> Any:
@@ -232,13 +239,12 @@ class VLLMGenerationEngine(GenerationEngine):
         settings: VLLMSettings | None = None,
         eos_token_ids: Sequence[int] | None = None,
     ) -> None:
-        from wmrl.rollout.hf_engine import _eos_ids
 
         self.model_path = Path(model_path)
         self.policy, self.tokenizer = policy, tokenizer
         self.settings = settings or VLLMSettings()
         self.eos_token_ids = sorted(
-            set(eos_token_ids if eos_token_ids is not None else _eos_ids(policy, tokenizer))
+            set(eos_token_ids if eos_token_ids is not None else eos_ids(policy, tokenizer))
         )
         self.lora_rank = _lora_rank(policy) if policy is not None else None
         self.lora_request: Any = None
@@ -270,12 +276,11 @@ class VLLMGenerationEngine(GenerationEngine):
             )
         if not prompts:
             return []
-        from wmrl.rollout.hf_engine import closes_code_block
 
         if self.policy is not None and self.lora_request is None:
             self.sync_weights()  # the first adapter (a fresh LoRA equals the base: no canary yet)
         vllm = import_vllm()
-        opened = _OPEN_FENCE + "\n" if params.code_block_open else ""
+        opened = OPEN_FENCE + "\n" if params.code_block_open else ""
         tokens: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         reasons: list[FinishReason] = ["length"] * len(prompts)
@@ -287,7 +292,7 @@ class VLLMGenerationEngine(GenerationEngine):
                 text = opened + self.tokenizer.decode(tokens[row])
                 stop = None
                 if params.stop_after_code_block:
-                    stop = [_FENCE] if text.rfind(_OPEN_FENCE) >= 0 else [_OPEN_FENCE]
+                    stop = [FENCE] if text.rfind(OPEN_FENCE) >= 0 else [OPEN_FENCE]
                 requests.append({"prompt_token_ids": [*map(int, prompts[row]), *tokens[row]]})
                 sampling.append(
                     vllm.SamplingParams(

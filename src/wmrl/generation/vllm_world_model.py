@@ -1,6 +1,6 @@
 """The vLLM backend of :class:`~wmrl.environments.world_model.LMWorldModel` (``backend: vllm``), for GPU machines.
 
-One engine per process and GPU (:func:`wmrl.rollout.vllm_engine.shared_llm`): with ``model: policy`` it is the
+One engine per process and GPU (:func:`wmrl.generation.vllm.shared_llm`): with ``model: policy`` it is the
 policy's own engine, queried without an adapter (the frozen base, as in the paper); any other model gets its own
 engine. Prefix caching is on, so the task overview and data dictionary that every script of a task shares are
 prefilled once per task and engine rather than once per script.
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl.rollout.vllm_engine import VLLMSettings, import_vllm, row_seed, shared_llm
+from wmrl.generation.vllm import VLLMSettings, import_vllm, row_seed, shared_llm
 
 PREDICTIONS_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,13 +1,17 @@
-"""The generation engine interface: sample continuations of token prompts with behaviour log-probs."""
+"""The generation engine interface (sample continuations of token prompts with behaviour log-probs) and what every
+engine shares: the code fences a turn stops at and the end-of-sequence ids (torch-free, so vLLM's engine needs no
+import of the transformers one)."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length"]
+OPEN_FENCE = "```python"  # a turn's code block opens with this ...
+FENCE = "```"  # ... and closes with this
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,30 @@ class GenerationEngine(abc.ABC):
 
     def sync_weights(self) -> None:
         """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
+
+
+def closes_code_block(text: str) -> bool:
+    """Whether ``text`` contains an opening ```` ```python ```` fence followed later by a closing ```` ``` ````.
+
+    >>> closes_code_block("Here:\\n```python\\nprint(1)\\n```\\nDone")
+    True
+    >>> closes_code_block("```python\\nprint(1)\\n")
+    False
+    >>> closes_code_block("```\\nnot python\\n```")
+    False
+    """
+    start = text.find(OPEN_FENCE)
+    return start >= 0 and text.find(FENCE, start + len(OPEN_FENCE)) >= 0
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """The ids that end a sequence: the tokenizer's EOS and the model's generation-config EOS ids."""
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(config_eos, int):
+        ids.add(config_eos)
+    elif config_eos is not None:
+        ids.update(int(i) for i in config_eos)
+    return ids

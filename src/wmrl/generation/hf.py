@@ -11,25 +11,16 @@ from typing import Any
 
 import torch
 
+from wmrl.generation.engine import (
+    OPEN_FENCE,
+    FinishReason,
+    Generation,
+    GenerationEngine,
+    SamplingParams,
+    closes_code_block,
+    eos_ids,
+)
 from wmrl.models.kv import cache_kwarg, preallocate, returned_cache
-from wmrl.rollout.engine import FinishReason, Generation, GenerationEngine, SamplingParams
-
-_OPEN_FENCE = "```python"
-_FENCE = "```"
-
-
-def closes_code_block(text: str) -> bool:
-    """Whether ``text`` contains an opening ```` ```python ```` fence followed later by a closing ```` ``` ````.
-
-    >>> closes_code_block("Here:\\n```python\\nprint(1)\\n```\\nDone")
-    True
-    >>> closes_code_block("```python\\nprint(1)\\n")
-    False
-    >>> closes_code_block("```\\nnot python\\n```")
-    False
-    """
-    start = text.find(_OPEN_FENCE)
-    return start >= 0 and text.find(_FENCE, start + len(_OPEN_FENCE)) >= 0
 
 
 class HFGenerationEngine(GenerationEngine):
@@ -78,7 +69,7 @@ class HFGenerationEngine(GenerationEngine):
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.eos_token_ids = frozenset(
-            eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer)
+            eos_token_ids if eos_token_ids is not None else eos_ids(model, tokenizer)
         )
         if not self.eos_token_ids:
             raise ValueError("no EOS token id: the tokenizer defines none; pass eos_token_ids explicitly")
@@ -134,7 +125,7 @@ class HFGenerationEngine(GenerationEngine):
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         eos = torch.tensor(sorted(self.eos_token_ids), device=device)
-        opened = _OPEN_FENCE + "\n" if params.code_block_open else ""
+        opened = OPEN_FENCE + "\n" if params.code_block_open else ""
 
         tokens: list[list[int]] = [[] for _ in range(size)]
         logprobs: list[list[float]] = [[] for _ in range(size)]
@@ -220,18 +211,6 @@ class HFGenerationEngine(GenerationEngine):
             probs = torch.zeros_like(probs).scatter(-1, sorted_ids, sorted_probs)
         chosen = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         return chosen, log_probs.gather(-1, chosen[:, None]).squeeze(-1)
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(config_eos, int):
-        ids.add(config_eos)
-    elif config_eos is not None:
-        ids.update(int(i) for i in config_eos)
-    return ids
 
 
 def _ids_with_backtick(tokenizer: Any) -> frozenset[int]:

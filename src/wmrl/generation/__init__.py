@@ -1,0 +1,12 @@
+"""Generation engines: how the policy (and an LM world model) samples tokens.
+
+- :mod:`wmrl.generation.engine`: the contract (:class:`~wmrl.generation.engine.GenerationEngine`,
+  :class:`~wmrl.generation.engine.SamplingParams`, :class:`~wmrl.generation.engine.Generation`) and what every engine
+  shares (the code fences a turn stops at, the end-of-sequence ids);
+- :mod:`wmrl.generation.hf`: transformers, in the training process (CPU or GPU; the default);
+- :mod:`wmrl.generation.vllm`: vLLM on GPU machines (``pip install 'wmrl[vllm]'``);
+- :mod:`wmrl.generation.vllm_world_model`: the vLLM side of ``LMWorldModel(backend="vllm")``.
+
+The agent loop (:mod:`wmrl.rollout`) drives an engine; nothing here imports vllm, lerobot or transformers at
+import time.
+"""
