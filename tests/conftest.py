@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -37,6 +38,17 @@ TINY_SPECS = (
         memory_mb=2048, seed=0,
     ),
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Tests build tasks, log executions and register task folders in a temp cache, never in the user's
+    (``~/.cache/wmrl``); ``WMRL_TEST_CACHE=DIR`` keeps one across sessions (warm task builds and executions)."""
+    path = os.environ.get("WMRL_TEST_CACHE") or str(tmp_path_factory.mktemp("wmrl-cache"))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("WMRL_CACHE", path)  # subprocesses inherit it
+    yield path
+    patch.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -139,8 +139,9 @@ def test_recorded_leaderboards_go_to_the_cache_dir_never_into_the_package(tmp_pa
     code, _, err = run(cache, capsys, "tasks", "build", "state_violent_crime", "--record")
     assert code == 0, err
     assert LOCK_PATH.read_bytes() == shipped
-    recorded = json.loads((cache / "registry" / "lock.json").read_text())["tasks"]["state_violent_crime"]
-    assert set(recorded["leaderboard"]) == {"sample_submission", "starter", "median", "single_feature", "forest"}
+    entry = json.loads((cache / "registry" / "lock.json").read_text())["tasks"]["state_violent_crime"]
+    names = set(entry["leaderboard"])  # the references' names: scores are this machine's (recorded and checked here)
+    assert names == {"sample_submission", "starter", "median", "single_feature", "forest"}
     code, out, err = run(cache, capsys, "tasks", "check", "state_violent_crime")
     assert code == 0, err
     assert "5 exact" in out
@@ -287,8 +288,8 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
     overlay = tmp_path / "my_tasks.yaml"
     overlay.write_text(yaml.safe_dump({"data": {"init_args": {
         "task_dirs": [str(folder), {"mlebench": str(competitions), "data": str(data), "split": "train"}],
-        "tasks": ["state_violent_crime", "tumour-diagnosis"] if wmrl else ["state_violent_crime"],
-        "groups_per_step": 2 if wmrl else 1,
+        "tasks": ["state_violent_crime", "tumour-diagnosis"],
+        "groups_per_step": 2,  # real GRPO executes both groups; WMRL one of them (the other is the world model's)
         "eval_tasks": ["state_violent_crime", "iris-species"],
     }}}))
     monkeypatch.chdir(tmp_path)
@@ -301,7 +302,7 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
     with open(next(tmp_path.rglob("metrics.csv"))) as f:
         rows = list(csv.DictReader(f))
     step = next(r for r in rows if r.get("time/generate"))
-    assert float(step["anchor/executions"]) >= 1 and float(step["rollout/response_tokens"]) > 0
+    assert float(step["anchor/executions"]) >= (1 if wmrl else 2) and float(step["rollout/response_tokens"]) > 0
     if wmrl:
         assert float(step["anchor/fraction"]) == 0.5 and float(step["time/world_model"]) > 0
     evaluations = [json.loads(line) for line in next(tmp_path.rglob("heldout.jsonl")).read_text().splitlines()]

@@ -13,12 +13,14 @@ no longer match the recorded build (a changed package version) are an error, not
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -281,6 +283,22 @@ A working baseline (it writes a valid submission). Improve on it.
 """
 
 
+@contextlib.contextmanager
+def atomic_dir(root: Path, prefix: str) -> Iterator[Path]:
+    """A temp dir beside ``root`` to write a task into; it replaces ``root`` only when the block succeeds, so a
+    half-written task never appears (and a failed write leaves nothing behind)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{prefix}-", dir=root.parent))
+    try:
+        yield tmp
+        if root.exists():
+            shutil.rmtree(root)
+        os.replace(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 # -- building and verifying ----------------------------------------------------------------------------
 def _manifest(root: Path) -> dict[str, str]:
     return {name: sha256_file(root / name) for name in (*DATA_FILES, *CARD_FILES)}
@@ -322,9 +340,7 @@ def materialise(spec: TaskSpec, root: Path) -> dict[str, str]:
     starter = reference_solutions(spec, columns)["linear_baseline"]
     sample = test[["id"]].assign(prediction=_trivial_prediction(spec, train))
 
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.id}-", dir=root.parent))
-    try:
+    with atomic_dir(root, spec.id) as tmp:
         (tmp / "public").mkdir()
         (tmp / "private").mkdir()
         train.to_csv(tmp / "public/train.csv", index=False)
@@ -353,12 +369,6 @@ def materialise(spec: TaskSpec, root: Path) -> dict[str, str]:
         manifest = _manifest(tmp)
         payload = {**manifest, "build_version": BUILD_VERSION}
         (tmp / "manifest.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-        if root.exists():
-            shutil.rmtree(root)
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -35,10 +35,7 @@ import csv
 import difflib
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -648,7 +645,7 @@ def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
     """Write a folder task's card, prompt and manifest into ``root`` (the data stay where they are)."""
     import pandas as pd
 
-    from wmrl.tasks.build import BUILD_VERSION, CLASSIFICATION, column_kinds
+    from wmrl.tasks.build import BUILD_VERSION, CLASSIFICATION, atomic_dir, column_kinds
     from wmrl.tasks.metrics import _labels as label_texts
 
     source = spec.folder
@@ -674,19 +671,11 @@ def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
         "submission_columns": list(source.submission_columns), "columns": columns, "labels": labels,
         "grader": str(source.grade_script) if source.grade_script is not None else f"built-in {spec.metric}",
     }
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{spec.id}-", dir=root.parent))
-    try:
+    with atomic_dir(root, spec.id) as tmp:
         (tmp / "task.json").write_text(json.dumps(card, indent=2) + "\n")
         (tmp / "description.md").write_text(describe_folder(spec, train, starter, labels))
         manifest = {"build_version": BUILD_VERSION, "data_sha256": data, "fingerprint": source.fingerprint()}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-        if root.exists():
-            shutil.rmtree(root)
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return data
 
 
