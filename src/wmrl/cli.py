@@ -352,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "build":
             p.add_argument("--rebuild", action="store_true", help="rebuild even if the cache verifies")
             p.add_argument("--record", action="store_true",
-                           help="maintainers: run the references and record data hashes and leaderboards")
+                           help="run the references and record their scores as the leaderboard: a folder task's "
+                                "in the cache dir; a built-in task's in the shipped lock (maintainers)")
         sandbox_args(p)
         p.set_defaults(fn=fn)
 
