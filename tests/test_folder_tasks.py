@@ -151,7 +151,7 @@ def test_recorded_leaderboards_go_to_the_cache_dir_never_into_the_package(tmp_pa
     assert TaskSuite(cache_dir=cache).get("state_violent_crime").leaderboard == {}
 
 
-def test_an_environment_variable_and_an_entry_point_contribute_tasks(tmp_path, cache, monkeypatch):
+def test_an_environment_variable_contributes_tasks(tmp_path, cache, monkeypatch):
     collection = tmp_path / "collection"
     collection.mkdir()
     copy_example(collection, "crime_a")
@@ -160,8 +160,27 @@ def test_an_environment_variable_and_an_entry_point_contribute_tasks(tmp_path, c
     assert TaskSuite(cache_dir=cache).spec("crime_a").folder.root == (collection / "crime_a").resolve()
     monkeypatch.delenv(registry.ENV_VAR)
     assert "crime_a" not in {s.id for s in TaskSuite(cache_dir=cache).specs()}
-    monkeypatch.setattr(registry, "_entry_point_sources", lambda: [("entry point mine", str(collection))])
-    assert TaskSuite(cache_dir=cache).spec("crime_a").split == "train"
+
+
+def test_a_pip_installed_package_contributes_tasks_through_the_entry_point_group(tmp_path, cache, monkeypatch):
+    site = tmp_path / "site"
+    package = site / "mytasks"
+    package.mkdir(parents=True)
+    copy_example(package, "crime_b")
+    (package / "crime_b" / "task.yaml").write_text("id: crime_b\nmetric: rmse\ntarget: violent_rate\n")
+    (package / "__init__.py").write_text("from pathlib import Path\n\n\ndef sources():\n"
+                                         "    return [str(Path(__file__).parent / 'crime_b')]\n")
+    dist = site / "mytasks-0.1.dist-info"  # what pip leaves in site-packages
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mytasks\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[wmrl.tasks]\nmine = mytasks:sources\n")
+    monkeypatch.syspath_prepend(str(site))
+    registry._entry_point_sources.cache_clear()
+    try:
+        spec = TaskSuite(cache_dir=cache).spec("crime_b")
+        assert spec.folder.root == (package / "crime_b").resolve()
+    finally:
+        registry._entry_point_sources.cache_clear()  # later tests must not see this package
 
 
 # -- grading: the built-in metric, the author's grader, the trust model -----------------------------------
