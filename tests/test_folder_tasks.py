@@ -133,7 +133,8 @@ def test_tasks_add_of_a_malformed_folder_writes_nothing_and_names_every_problem(
 def test_recorded_leaderboards_go_to_the_cache_dir_never_into_the_package(tmp_path, cache, capsys, process_sandbox):
     folder = copy_example(tmp_path, leaderboard=False)
     shipped = LOCK_PATH.read_bytes()
-    assert run(cache, capsys, "tasks", "add", str(folder))[0] == 0
+    code, out, _ = run(cache, capsys, "tasks", "add", str(folder))
+    assert code == 0 and "`wmrl tasks build state_violent_crime --record`" in out
     suite = TaskSuite(cache_dir=cache)
     assert suite.get("state_violent_crime").leaderboard == {}
     code, _, err = run(cache, capsys, "tasks", "build", "state_violent_crime", "--record")

@@ -117,10 +117,14 @@ def cmd_tasks_add(args) -> None:
                            "folder sets them in its task.yaml")
         sources = list(args.dirs)
     added = registry.add(suite.cache_dir, sources, [s.id for s in TASKS])
-    for spec in added:
-        suite.get(spec.id, rebuild=True)  # the card and prompt are built now: a problem shows here, not mid-run
+    unranked = [spec.id for spec in added if not suite.get(spec.id, rebuild=True).leaderboard]  # built now: a
+    # problem shows here, not mid-run
     out.print(f"registered {len(added)} task(s) in {registry.registry_path(suite.cache_dir)}: "
               + ", ".join(f"{s.id} ({s.split})" for s in added), markup=False, highlight=False)
+    if unranked:
+        out.print(f"no leaderboard yet for {', '.join(unranked)}: record one from the references with "
+                  f"`wmrl tasks build {' '.join(unranked)} --record` (a valid submission is graded by its position)",
+                  markup=False, highlight=False)
 
 
 def cmd_tasks_remove(args) -> None:
