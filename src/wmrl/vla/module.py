@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
+from wmrl.algorithms.gaussian import chunk_nll, gaussian_kl, policy_gradient_loss
 from wmrl.modules.base import RLModule
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Turn
 from wmrl.vla.episode import Episode, EpisodeTrajectory, seed_of
@@ -281,15 +282,14 @@ class VLAGRPOModule(RLModule):
         std = hp.exploration_std
         kl = torch.zeros((), device=self.device)
         if not getattr(self.policy, "gaussian", True):  # SmolVLA: forward(batch, reduction="none"), no KL
-            pg = (advantage * self.policy.per_sample_loss(obs, chunk, std)).mean()
+            pg = policy_gradient_loss(advantage, self.policy.per_sample_loss(obs, chunk, std))
         else:
             mean = self.policy.mean_chunk(obs)[:, : chunk.shape[1]]  # executed actions only
-            nll = ((chunk - mean) ** 2).mean(dim=(1, 2)) / (2 * std**2)  # = VLAPolicy.per_sample_loss, mean reused
-            pg = (advantage * nll).mean()
+            pg = policy_gradient_loss(advantage, chunk_nll(chunk, mean, std))  # = per_sample_loss, mean reused
         if hp.kl_coef > 0 and getattr(self.policy, "gaussian", True):
             with torch.no_grad():
                 reference = self._reference[0].mean_chunk(obs)[:, : chunk.shape[1]]
-            kl = ((mean - reference) ** 2).mean() / (2 * std**2)
+            kl = gaussian_kl(mean, reference, std)
         loss = pg + hp.kl_coef * kl
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(loss)

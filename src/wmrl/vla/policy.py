@@ -163,8 +163,9 @@ class VLAPolicy(nn.Module):
         ``forward(batch, reduction="none")`` (``std`` unused)."""
         if not self.gaussian:
             return self.flow_loss(obs, chunk, reduction="none")
-        mean = self.mean_chunk(obs)[:, : chunk.shape[1]]  # the executed prefix of the chunk
-        return ((chunk - mean) ** 2).mean(dim=(1, 2)) / (2 * std**2)
+        from wmrl.algorithms.gaussian import chunk_nll
+
+        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)  # the executed prefix of the chunk
 
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
         """The policy's own supervised loss on demonstration chunks (ACT: masked L1; SmolVLA: flow matching)."""
