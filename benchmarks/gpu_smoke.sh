@@ -80,7 +80,7 @@ log "throughput: policy generation, world-model scoring and world-model generati
 timeout 300 "$PY" - <<'EOF'
 import time
 from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.world_model import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
+from wmrl.environments.lm_world_model import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
 from wmrl.models import LoraSettings, load_policy, resolve_model
 from wmrl.rollout.agent import AgentLoop, AgentSettings, StepRequest
 from wmrl.generation.engine import SamplingParams

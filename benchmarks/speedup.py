@@ -93,7 +93,7 @@ PRETRAINED_WORLD_MODEL = {
                   "execution_log": False, "min_examples": 4, "refit_every": 3},
 }
 VLLM_WORLD_MODEL = {
-    "class_path": "wmrl.environments.world_model.LMWorldModel",
+    "class_path": "wmrl.environments.lm_world_model.LMWorldModel",
     "init_args": {"model": "policy", "mode": "generate", "backend": "vllm", "max_new_tokens": 1024,
                   "temperature": 0.7, "top_p": 0.8, "batch_size": 64},
 }

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.algorithms.debias import fit_calibration
-from wmrl.callbacks.world_model import fidelity
-from wmrl.environments.world_model import LMWorldModel
+from wmrl.callbacks.world_model_reward import fidelity
+from wmrl.environments.lm_world_model import LMWorldModel
 from wmrl.rollout.agent import StepRequest
 
 

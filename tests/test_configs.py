@@ -92,7 +92,7 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
     expected = expected_callbacks(name)
     if expected is not None:
         from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward
-        from wmrl.environments.world_model import LMWorldModel
+        from wmrl.environments.lm_world_model import LMWorldModel
 
         rl = [c for c in cli.trainer.callbacks if isinstance(c, RLCallback)]
         assert [type(c).__name__ for c in rl] == expected
@@ -213,7 +213,7 @@ def test_the_progress_bar_says_the_step_budget():
 CONFIGURABLE = ["wmrl.modules.grpo:GRPOModule", "wmrl.datamodules.autoresearch:AutoResearchDataModule",
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
                 "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:RewardTerms",
-                "wmrl.environments.world_model:LMWorldModel", "wmrl.environments.learned:LearnedWorldModel",
+                "wmrl.environments.lm_world_model:LMWorldModel", "wmrl.environments.learned:LearnedWorldModel",
                 "wmrl.environments.real:SandboxEnvironment"]
 
 

@@ -334,7 +334,7 @@ def test_both_world_models_work_on_folder_tasks_unchanged(tmp_path, cache):
     """The LM world model reads a folder task's prompt (overview, data dictionary, starter); the learned world
     model compares scripts with its starter and learns from its anchors, like on a built-in task."""
     from wmrl.environments.learned import LearnedWorldModel
-    from wmrl.environments.world_model import LMWorldModel
+    from wmrl.environments.lm_world_model import LMWorldModel
     from wmrl.models import smollm2_tokenizer, tiny_llama
     from wmrl.testing import check_world_model
     from wmrl.types import Outcome, Source, StepRequest

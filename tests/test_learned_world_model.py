@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from wmrl.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, changed_part, outcome_label
-from wmrl.environments.world_model import MAX_VARIANCE
+from wmrl.environments.lm_world_model import MAX_VARIANCE
 from wmrl.rollout.agent import StepRequest
 from wmrl.types import Outcome, Source, Status
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
-from wmrl.environments.world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
+from wmrl.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import (
     StaleAdapterError,

@@ -8,7 +8,7 @@ import pytest
 from docstring_parser import parse
 
 CONFIGURABLE = ["wmrl.vla.module:VLAGRPOModule", "wmrl.vla.datamodule:LeRobotVLADataModule",
-                "wmrl.vla.simulator:PushTSimulator", "wmrl.vla.world_model:ProgressWorldModel",
+                "wmrl.vla.simulator:PushTSimulator", "wmrl.vla.progress_world_model:ProgressWorldModel",
                 "wmrl.vla.policy:PolicySettings"]
 
 

@@ -23,8 +23,8 @@ def build(run_dir, demos_root):
     from wmrl.vla.datamodule import LeRobotVLADataModule
     from wmrl.vla.module import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
+    from wmrl.vla.progress_world_model import ProgressWorldModel
     from wmrl.vla.simulator import PushTSimulator
-    from wmrl.vla.world_model import ProgressWorldModel
 
     world_model = ProgressWorldModel(chunk_size=4, hidden=32, train_steps=30, refresh_every=4, refresh_steps=5,
                                      batch_size=64, seed=0)

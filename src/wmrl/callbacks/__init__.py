@@ -12,7 +12,7 @@ from wmrl.callbacks.debiasing import OnlineDebiasing
 from wmrl.callbacks.denoising import InverseVarianceDenoising
 from wmrl.callbacks.reward_terms import RewardTerms
 from wmrl.callbacks.routing import AnchorRouting
-from wmrl.callbacks.world_model import WorldModelReward
+from wmrl.callbacks.world_model_reward import WorldModelReward
 
 __all__ = ["AnchorRouting", "InverseVarianceDenoising", "OnlineDebiasing", "RLCallback", "RewardTerms",
            "WorldModelReward"]

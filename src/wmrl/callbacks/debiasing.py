@@ -57,7 +57,7 @@ from wmrl.algorithms.debias import (
     rank_correlation,
 )
 from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
-from wmrl.callbacks.world_model import fidelity
+from wmrl.callbacks.world_model_reward import fidelity
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wmrl.environments.world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
+from wmrl.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
 from wmrl.types import Outcome, Source, Status
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The vLLM backend of :class:`~wmrl.environments.world_model.LMWorldModel` (``backend: vllm``), for GPU machines.
+"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel` (``backend: vllm``), for GPU machines.
 
 One engine per process and GPU (:func:`wmrl.generation.vllm.shared_llm`): with ``model: policy`` it is the
 policy's own engine, queried without an adapter (the frozen base, as in the paper); any other model gets its own
@@ -11,7 +11,7 @@ prefilled once per task and engine rather than once per script.
   they equal the transformers backend's ``softmax(logits[letters])``.
 - ``generate`` mode: structured outputs (``StructuredOutputsParams(json=PREDICTIONS_SCHEMA)``; vLLM >= 0.12
   replaced ``GuidedDecodingParams`` by it) constrain the answer to the JSON that
-  :func:`~wmrl.environments.world_model.parse_predictions` reads, so it always parses.
+  :func:`~wmrl.environments.lm_world_model.parse_predictions` reads, so it always parses.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ PREDICTIONS_SCHEMA: dict[str, Any] = {
 
 
 class VLLMWorldModelBackend:
-    """Answers :class:`~wmrl.environments.world_model.LMWorldModel`'s two questions with a vLLM engine.
+    """Answers :class:`~wmrl.environments.lm_world_model.LMWorldModel`'s two questions with a vLLM engine.
 
     Args:
         model_path: the world model's checkpoint directory.

@@ -13,7 +13,7 @@ InverseVarianceDenoising) work here unchanged, through the same RL hooks and typ
 - ``smolvlm``: a tiny SmolVLM backbone directory generated locally (SmolVLA on CPU)
 - ``libero``: :class:`LiberoSimulator` (LIBERO for GPU machines; checks for the package, rollouts not wired yet)
 - ``reward_model``: :class:`ProgressRewardModel` (``compute_reward(batch)``) and the shaped trajectory reward
-- ``world_model``: :class:`ProgressWorldModel` (the progress model as the ``world_model`` environment)
+- ``progress_world_model``: :class:`ProgressWorldModel` (the progress model as the ``world_model`` environment)
 - ``recorder``: :class:`AnchorEpisodeRecorder` (anchor episodes into a LeRobotDataset)
 - ``module``: :class:`VLAGRPOModule` (the RL update)
 

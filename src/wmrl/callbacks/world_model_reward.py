@@ -61,10 +61,10 @@ class WorldModelReward(RLCallback):
     """Serve non-anchor groups with ``world_model`` and side-grade every anchor trajectory with it.
 
     Args:
-        world_model: the world-model environment (``wmrl.environments.world_model.LMWorldModel`` or any object
+        world_model: the world-model environment (``wmrl.environments.lm_world_model.LMWorldModel`` or any object
             with ``source`` and ``step_many``; ``bind(policy, tokenizer)`` is called when present). A world model
             with ``grade_trajectories(trajectories) -> [reward | None]`` side-grades whole trajectories instead
-            of turns (the VLA path's progress model, :class:`wmrl.vla.world_model.ProgressWorldModel`).
+            of turns (the VLA path's progress model, :class:`wmrl.vla.progress_world_model.ProgressWorldModel`).
         side_grade: grade anchor trajectories with the world model too (needed by both corrections).
     """
 
