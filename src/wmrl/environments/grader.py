@@ -243,10 +243,7 @@ def submission_shape_problem(raw: bytes, n_rows: int, columns: list[str] = _SUBM
 
 
 def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str) -> Outcome:
-    import numpy as np
     import pandas as pd
-
-    from wmrl.tasks.metrics import METRICS, validate_prediction
 
     if "submission.csv" in result.file_errors:
         return _no_sub(result, stdout, secs, f"submission.csv {result.file_errors['submission.csv']}.")
@@ -274,8 +271,18 @@ def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, sec
         return _no_sub(result, stdout, secs, "submission.csv repeats some ids.")
     if not pd.api.types.is_integer_dtype(sub["id"]) or set(sub["id"]) != set(expected):
         return _no_sub(result, stdout, secs, "submission.csv ids do not match the ids in test.csv.")
-    metric = METRICS[task.spec.metric]
     aligned = sub.set_index("id").loc[expected, "prediction"].reset_index(drop=True)
+    return _metric_grade(task, result, stdout, secs, answers, aligned)
+
+
+def _metric_grade(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, answers, aligned) -> Outcome:
+    """The built-in metric of ``task`` on the predictions ``aligned`` row for row with ``answers`` (``id`` and the
+    target columns): invalid predictions and a non-finite score are the submission's, then the position."""
+    import numpy as np
+
+    from wmrl.tasks.metrics import METRICS, validate_prediction
+
+    metric = METRICS[task.spec.metric]
     prediction, problem = validate_prediction(metric, aligned, set(task.labels) if task.labels else None)
     if problem is not None:
         return _no_sub(result, stdout, secs, f"its predictions are invalid: {problem}")
@@ -290,7 +297,7 @@ def _grade_submission(task: BuiltTask, result: ExecutionResult, stdout: str, sec
             f"the metric ({metric.name}) is not finite ({score}): predictions overflow; "
             "keep predictions on the scale of the target.",
         )
-    return _valid(task, result, stdout, secs, score, len(sub))
+    return _valid(task, result, stdout, secs, score, len(aligned))
 
 
 def _valid(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, score: float, rows: int) -> Outcome:
@@ -314,7 +321,6 @@ def _grade_folder_submission(task: BuiltTask, result: ExecutionResult, stdout: s
     import pandas as pd
 
     from wmrl.tasks.grade_runner import run_grader
-    from wmrl.tasks.metrics import METRICS, validate_prediction
 
     source = task.spec.folder
     columns = list(source.submission_columns)
@@ -347,15 +353,7 @@ def _grade_folder_submission(task: BuiltTask, result: ExecutionResult, stdout: s
         if verdict.invalid is not None:
             return _no_sub(result, stdout, secs, f"the task's grader found it invalid: {verdict.invalid}")
         return _valid(task, result, stdout, secs, verdict.score, len(sub))
-    metric = METRICS[task.spec.metric]
     answers = pd.read_csv(source.answers, dtype={ids: str})
     answers = answers[[ids, *task.spec.target]].rename(columns={ids: "id"})
     aligned = sub.set_index(ids).loc[answers["id"], columns[1]].reset_index(drop=True)
-    prediction, problem = validate_prediction(metric, aligned, set(task.labels) if task.labels else None)
-    if problem is not None:
-        return _no_sub(result, stdout, secs, f"its predictions are invalid: {problem}")
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        score = float(metric.fn(answers.reset_index(drop=True), prediction))
-    if not math.isfinite(score):
-        return _no_sub(result, stdout, secs, f"the metric ({metric.name}) is not finite ({score}): predictions overflow.")
-    return _valid(task, result, stdout, secs, score, len(sub))
+    return _metric_grade(task, result, stdout, secs, answers.reset_index(drop=True), aligned)

@@ -129,7 +129,7 @@ class FolderSource:
 
     def fingerprint(self) -> dict[str, list[int]]:
         """``path -> [size, mtime_ns]`` of every file: cheap enough to check on every use."""
-        return {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in self.files()}
+        return {str(p): [st.st_size, st.st_mtime_ns] for p in self.files() for st in (p.stat(),)}
 
     def leaderboard_scores(self) -> dict[str, float]:
         """The leaderboard file's scores (``lb0001`` ... in file order), or empty when there is none."""

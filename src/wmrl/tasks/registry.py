@@ -204,24 +204,24 @@ def _entry_point_sources() -> list[tuple[str, Source]]:
     return found
 
 
-def sources(cache_dir: Path, extra: Iterable[Source] = ()) -> list[tuple[str, Source]]:
+def sources(cache_dir: Path) -> list[tuple[str, Source]]:
     """Every source with where it came from, in precedence order (see the module docstring)."""
     found = [(f"{registry_path(cache_dir)}", s) for s in read_registry(cache_dir)]
     found += [(f"${ENV_VAR}", p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
     found += list(_entry_point_sources())
-    found += [("data.init_args.task_dirs", s) for s in [*_session, *extra]]
+    found += [("data.init_args.task_dirs", s) for s in _session]
     return found
 
 
 def discover(
-    cache_dir: Path, only: list[Source] | None = None, extra: Iterable[Source] = (), strict: bool = True
+    cache_dir: Path, only: list[Source] | None = None, strict: bool = True
 ) -> tuple[list[TaskSpec], list[str]]:
     """The folder tasks of every source and the problems of those that failed to load.
 
     A source a config names (``data.init_args.task_dirs``) that fails raises (``strict``); a registered or
     environment source that fails is skipped with a warning, so one broken folder cannot stop every run.
     """
-    gathered = [("registry", s) for s in only] if only is not None else sources(cache_dir, extra)
+    gathered = [("registry", s) for s in only] if only is not None else sources(cache_dir)
     specs: dict[str, TaskSpec] = {}
     problems: list[str] = []
     for origin, source in gathered:

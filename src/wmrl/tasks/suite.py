@@ -53,7 +53,6 @@ class TaskSuite:
         lock_path: the recorded data hashes and leaderboards (default: the one shipped with wmrl).
         specs: the catalogue (default :data:`wmrl.tasks.catalog.TASKS` plus every folder task of
             :mod:`wmrl.tasks.registry`); tests pass their own.
-        task_dirs: more folder-task sources for this suite (paths or MLE-bench mappings, see the registry).
     """
 
     def __init__(
@@ -61,12 +60,10 @@ class TaskSuite:
         cache_dir: str | Path | None = None,
         lock_path: str | Path | None = None,
         specs: tuple[TaskSpec, ...] | None = None,
-        task_dirs: list | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         self.lock_path = Path(lock_path) if lock_path is not None else LOCK_PATH
         self._fixed = specs is not None
-        self._task_dirs = list(task_dirs or [])
         if specs is None:
             from wmrl.tasks.catalog import TASKS
 
@@ -84,7 +81,7 @@ class TaskSuite:
             return self._builtin
         from wmrl.tasks.registry import discover
 
-        folder, self.problems = discover(self.cache_dir, extra=self._task_dirs)
+        folder, self.problems = discover(self.cache_dir)
         specs = dict(self._builtin)
         for spec in folder:
             if spec.id in specs:
@@ -170,12 +167,13 @@ class TaskSuite:
         from wmrl.tasks.folder import materialise_folder, verify_folder
 
         with self._build_lock(spec.id):
-            try:
-                if rebuild:
-                    raise StaleTaskCache("a rebuild was asked for")
-                sha = verify_folder(spec, root)
-            except StaleTaskCache as exc:
-                log.info("building folder task %s into %s (%s)", spec.id, root, exc)
+            sha = None
+            if not rebuild:
+                try:
+                    sha = verify_folder(spec, root)
+                except StaleTaskCache as exc:
+                    log.info("folder task %s: rebuilding its card in %s (%s)", spec.id, root, exc)
+            if sha is None:
                 sha = materialise_folder(spec, root)
         leaderboard = spec.folder.leaderboard_scores()
         recorded = self.lock.get(spec.id, {})
