@@ -90,19 +90,13 @@ class SandboxEnvironment:
     def limits(self, task: BuiltTask) -> SandboxLimits:
         return SandboxLimits(timeout_s=self.timeout_s or task.spec.time_budget_s, memory_mb=task.spec.memory_mb)
 
-    @staticmethod
-    def private_roots(task: BuiltTask) -> tuple[str, ...]:
-        """A folder task's own folder (answers, grader, leaderboard) and a competition's data dir: never read
-        by a solution (its public files reach it as the copy in its work dir)."""
-        return tuple(str(p) for p in task.spec.folder.private_roots) if task.spec.folder is not None else ()
-
     def request(self, task: BuiltTask, script: str) -> ExecutionRequest:
         return ExecutionRequest(
             script=script,
             public_dir=task.public_dir,
             files={"task.md": task.description.encode()},
             limits=self.limits(task),
-            forbidden=(str(self.suite.cache_dir), *self.private_roots(task)),
+            forbidden=(str(self.suite.cache_dir), *map(str, task.private_paths)),
             label=task.id,
         )
 

@@ -105,6 +105,12 @@ class BuiltTask:
         return (self.root / "description.md").read_text()
 
     @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """Host paths besides the cache dir a solution may never read (a built-in task has none: its answers
+        live in the cache dir, which is always forbidden)."""
+        return ()
+
+    @property
     def higher_is_better(self) -> bool:
         """The direction of the task's score."""
         from wmrl.tasks.metrics import METRICS

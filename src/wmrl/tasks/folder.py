@@ -172,6 +172,12 @@ class FolderTask(BuiltTask):
         return self.source.answers
 
     @property
+    def private_paths(self) -> tuple[Path, ...]:
+        """The folder (answers, grader, leaderboard), a competition's data dir, an answers dir elsewhere: its
+        public files reach a solution only as the copy in its work dir."""
+        return self.source.private_roots
+
+    @property
     def higher_is_better(self) -> bool:
         return self.source.higher_is_better
 
