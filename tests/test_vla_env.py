@@ -28,7 +28,7 @@ VENV312 = ROOT / ".venv312" / "bin" / "python"
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="checks the error a Python < 3.12 user meets")
 def test_vla_path_on_python_311_names_the_extra_and_the_python_requirement():
-    from wmrl.vla.datamodule import LeRobotVLADataModule
+    from wmrl.datamodules.lerobot import LeRobotVLADataModule
     from wmrl.vla.requirements import MissingVLADependency
 
     with pytest.raises(MissingVLADependency) as error:
@@ -145,7 +145,7 @@ def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
 
     from wmrl.models import tiny_llama
     from wmrl.modules.grpo import GRPOModule
-    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.modules.vla_grpo import VLAGRPOModule
 
     def fit(module, callbacks, data):
         probe = Probe()
@@ -165,7 +165,7 @@ def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
                      {"train_dataloaders": torch.utils.data.DataLoader(steps, batch_size=None)})
 
     torch.manual_seed(0)
-    vla = VLAGRPOModule(simulator=LineSimulator(), group_size=4, exploration_std=0.1, lr=1e-2, sft_steps=0,
+    vla = VLAGRPOModule(simulator=LineSimulator(), group_size=4, exploration_std=0.1, lr=1e-2,
                         eval_at_start=False, torch_threads=None, policy_instance=LinearChunkPolicy())
     vla_callbacks = wmrl_callbacks(SquashedWorldModel())
     vla_probe = fit(vla, vla_callbacks, {"datamodule": SeedsData()})

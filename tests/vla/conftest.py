@@ -45,12 +45,22 @@ def fit_shortened():
 
 def _fit_shortened(config: str, run_dir: Path, demonstrations: int, heldout_states: int, sft_steps: int) -> str:
     """``wmrl fit -c <config>`` cut to 2 steps (fewer demonstrations, SFT steps and held-out states) in a fresh
-    process; fails with the end of its output unless it exits 0, else returns that output."""
+    process; fails with the end of its output unless it exits 0, else returns that output.
+
+    The SFT steps are an element of ``trainer.callbacks`` (``BehaviourCloningWarmStart``), which a command-line
+    flag cannot address, so the run reads a copy of the config with that one value changed."""
+    import yaml
+
+    settings = yaml.safe_load((ROOT / config).read_text())
+    callbacks = settings["trainer"]["callbacks"]
+    (warm_start,) = [c for c in callbacks if c["class_path"] == "wmrl.vla.warm_start.BehaviourCloningWarmStart"]
+    warm_start["init_args"]["steps"] = sft_steps
+    shortened = run_dir.parent / f"shortened_{Path(config).name}"
+    shortened.write_text(yaml.safe_dump(settings, sort_keys=False))
     command = [
-        sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / config),
+        sys.executable, "-m", "wmrl.cli", "fit", "-c", str(shortened),
         f"--trainer.default_root_dir={run_dir}", "--trainer.max_steps=2", "--data.init_args.steps_per_epoch=2",
         f"--data.init_args.demonstrations={demonstrations}", f"--data.init_args.heldout_states={heldout_states}",
-        f"--model.init_args.sft_steps={sft_steps}",
     ]
     run = subprocess.run(command, cwd=run_dir.parent, capture_output=True, text=True, timeout=600)
     output = run.stdout + run.stderr

@@ -7,9 +7,9 @@ import inspect
 import pytest
 from docstring_parser import parse
 
-CONFIGURABLE = ["wmrl.vla.module:VLAGRPOModule", "wmrl.vla.datamodule:LeRobotVLADataModule",
+CONFIGURABLE = ["wmrl.modules.vla_grpo:VLAGRPOModule", "wmrl.datamodules.lerobot:LeRobotVLADataModule",
                 "wmrl.vla.simulator:PushTSimulator", "wmrl.vla.progress_world_model:ProgressWorldModel",
-                "wmrl.vla.policy:PolicySettings"]
+                "wmrl.vla.policy:PolicySettings", "wmrl.vla.warm_start:BehaviourCloningWarmStart"]
 
 
 @pytest.mark.parametrize("target", CONFIGURABLE)

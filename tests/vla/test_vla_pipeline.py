@@ -57,8 +57,8 @@ def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_
 
 
 def test_bad_configuration_names_the_key_and_the_fix():
-    from wmrl.vla.datamodule import LeRobotVLADataModule
-    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.datamodules.lerobot import LeRobotVLADataModule
+    from wmrl.modules.vla_grpo import VLAGRPOModule
     from wmrl.vla.simulator import PushTSimulator
 
     with pytest.raises(ValueError, match=r"model.init_args.group_size must be >= 2.*set that"):

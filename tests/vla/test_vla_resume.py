@@ -20,20 +20,22 @@ SIMULATOR = {"max_episode_steps": 40, "success_threshold": 0.85, "initial_states
 
 def build(run_dir, demos_root):
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
-    from wmrl.vla.datamodule import LeRobotVLADataModule
-    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.datamodules.lerobot import LeRobotVLADataModule
+    from wmrl.modules.vla_grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
     from wmrl.vla.progress_world_model import ProgressWorldModel
     from wmrl.vla.simulator import PushTSimulator
+    from wmrl.vla.warm_start import BehaviourCloningWarmStart
 
     world_model = ProgressWorldModel(chunk_size=4, hidden=32, train_steps=30, refresh_every=4, refresh_steps=5,
                                      batch_size=64, seed=0)
-    callbacks = [AnchorRouting(fraction=0.5, floor=1, selection="random", seed=0), WorldModelReward(world_model),
+    callbacks = [BehaviourCloningWarmStart(steps=20, batch_size=32),
+                 AnchorRouting(fraction=0.5, floor=1, selection="random", seed=0), WorldModelReward(world_model),
                  OnlineDebiasing(min_pairs=4, refit_every=2), InverseVarianceDenoising(warmup=1)]
     module = VLAGRPOModule(
         simulator=PushTSimulator(**SIMULATOR),
         policy=PolicySettings(chunk_size=4, n_action_steps=2, dim_model=32, n_heads=2, dim_feedforward=64),
-        group_size=2, exploration_std=0.1, lr=1e-3, kl_coef=0.04, sft_steps=20, sft_batch_size=32,
+        group_size=2, exploration_std=0.1, lr=1e-3, kl_coef=0.04,
         eval_at_start=False, torch_threads=1, seed=0,
     )
     data = LeRobotVLADataModule(root=str(demos_root), simulator=PushTSimulator(**SIMULATOR), demonstrations=6,
@@ -84,8 +86,8 @@ def test_resume_from_the_last_checkpoint_continues_exactly_like_an_uninterrupted
         torch.testing.assert_close(resumed._reference[0].state_dict()[name], value, rtol=0, atol=0, msg=name)
 
     # routing, calibration and denoising
-    routing, _, debias, denoise = straight_callbacks
-    routing2, _, debias2, denoise2 = resumed_callbacks
+    _, routing, _, debias, denoise = straight_callbacks
+    _, routing2, _, debias2, denoise2 = resumed_callbacks
     assert routing2.state_dict() == routing.state_dict()
     assert list(debias2.pairs) == list(debias.pairs) and len(debias.pairs) >= 4
     assert debias2.calibration.to_dict() == debias.calibration.to_dict() and debias2.refits == debias.refits

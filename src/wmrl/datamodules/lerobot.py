@@ -4,7 +4,8 @@ At ``prepare_data`` it generates ``demonstrations`` episodes with the scripted p
 (:class:`~wmrl.vla.scripted.ScriptedPushTPolicy`) from their own seeds (``demo_seed`` on, never a training or
 held-out initial state) and writes them with ``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
 ``finalize`` under ``root``; ``setup`` loads that dataset back from disk (``LeRobotDataset(repo_id, root=root)``:
-local, never a hub download) and every consumer (the SFT stage, the world model) reads the episodes from it.
+local, never a hub download) and every consumer (the behaviour-cloning warm start, the world model) reads the
+episodes from it.
 
 Initial states are seeds: ``train_states`` seeds from ``first_seed`` serve the GRPO groups, the next
 ``heldout_states`` seeds are held out (paper: states 0-15 train, 16-49 held out) and only ever evaluated with the

@@ -19,9 +19,14 @@ space); the per-sample loss is its negative log-likelihood (:mod:`wmrl.vla.polic
 loss is the GRPO policy gradient with one update per rollout batch (PPO ratio 1, clipping never binds), and
 the KL to the frozen reference is the exact Gaussian KL ``mean((mu - mu_ref)^2) / (2 std^2)``.
 
+The paper's SFT stage is its own step: the :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` callback
+clones the successful demonstrations (:meth:`VLAGRPOModule.behaviour_cloning`) at fit start, before this
+module's ``on_fit_start`` takes the KL reference; without it the policy starts as given (``policy_instance`` or
+``policy.pretrained_path``).
+
 Differences from the paper's VLA transfer (MiniVLA-1B on LIBERO-Long, 520 steps, lr 1e-5): a small state-based
-ACT on PushT (near-goal initial states on CPU) trained by behaviour cloning on scripted demonstrations at the
-start of fit (the paper's SFT stage), and a small learned progress model as the world model.
+ACT on PushT (near-goal initial states on CPU) behaviour-cloned on scripted demonstrations, and a small learned
+progress model as the world model.
 """
 
 from __future__ import annotations
@@ -80,14 +85,11 @@ class VLAGRPOModule(RLModule):
         lr: AdamW learning rate of the RL update.
         kl_coef: weight of the KL to the SFT reference (paper 0.04).
         max_grad_norm: gradient clipping of the RL update.
-        sft_steps: behaviour-cloning steps on the successful demonstrations at the start of fit (0: start from
-            ``policy.pretrained_path`` as it is).
-        sft_batch_size: demonstration chunks per behaviour-cloning step.
-        sft_lr: the behaviour-cloning learning rate.
         eval_at_start: measure held-out success before the first RL step.
         torch_threads: CPU threads for torch (``null``: torch's default). 1 is fastest for a tiny ACT on a
             shared 2-core machine (measured 0.02 s vs 0.3 s per batch-64 step).
-        seed: seeds exploration noise (step ``s`` uses ``seed + s``) and evaluation.
+        seed: seeds exploration noise (step ``s`` uses ``seed + s``), evaluation and the order of the
+            behaviour-cloning batches.
         policy_instance: an in-process policy object instead of building ``policy`` (tests, notebooks): any
             ``nn.Module`` with ``mean_chunk(obs)``, ``chunk_size`` and ``n_action_steps``.
     """
@@ -101,9 +103,6 @@ class VLAGRPOModule(RLModule):
         lr: float = 1e-4,
         kl_coef: float = 0.04,
         max_grad_norm: float = 1.0,
-        sft_steps: int = 300,
-        sft_batch_size: int = 64,
-        sft_lr: float = 1e-3,
         eval_at_start: bool = True,
         torch_threads: int | None = 1,
         seed: int = 0,
@@ -118,10 +117,6 @@ class VLAGRPOModule(RLModule):
             (exploration_std > 0, f"{key}exploration_std must be > 0, e.g. 0.1 (got {exploration_std})"),
             (lr > 0, f"{key}lr must be > 0 (got {lr})"),
             (kl_coef >= 0, f"{key}kl_coef must be >= 0 (got {kl_coef})"),
-            (sft_steps >= 0, f"{key}sft_steps must be >= 0 (got {sft_steps})"),
-            (sft_steps > 0 or policy.pretrained_path is not None or policy_instance is not None,
-             f"{key}sft_steps is 0 and {key}policy.pretrained_path is null: the policy would start untrained; "
-             "give a pretrained policy or SFT steps"),
             (torch_threads is None or torch_threads >= 1, f"{key}torch_threads must be >= 1 or null"),
             (policy.type != "smolvla" or kl_coef == 0,
              f"{key}kl_coef must be 0 for {key}policy.type smolvla (got {kl_coef}): a flow-matching policy has no "
@@ -141,6 +136,8 @@ class VLAGRPOModule(RLModule):
         self.environments: dict[str, Any] = {"real": simulator}
         self.settings = policy
         self.policy: VLAPolicy | None = policy_instance  # else built in configure_model (imports LeRobot)
+        self._starts_trained = policy_instance is not None or policy.pretrained_path is not None
+        self.cloned_steps = 0  # behaviour-cloning steps taken (by BehaviourCloningWarmStart)
         self._reference: list[VLAPolicy] = []  # a list: not a submodule (checkpointed by on_save_checkpoint)
         self._reference_state: dict | None = None  # the SFT reference of a resumed run, until on_fit_start
         self.eval_history: list[tuple[str, float]] = []
@@ -157,16 +154,25 @@ class VLAGRPOModule(RLModule):
     def configure_optimizers(self):
         return torch.optim.AdamW(self.policy.parameters(), lr=self.hparams.lr)
 
-    # -- before RL: SFT and the world model's training --------------------------------------------------
-    def on_fit_start(self) -> None:
+    # -- before RL: the KL reference and the world model's training -------------------------------------
+    def demonstrations(self) -> list[Episode]:
+        """The data module's demonstration episodes, after checking that its simulator is this module's."""
         datamodule = self.trainer.datamodule
         if datamodule is None or not hasattr(datamodule, "demonstrations"):
             raise ValueError("VLAGRPOModule needs a data module with demonstrations (data: LeRobotVLADataModule)")
         datamodule.check_simulator(self.simulator)
-        demonstrations = datamodule.demonstrations()
+        return datamodule.demonstrations()
+
+    def on_fit_start(self) -> None:
+        # Lightning calls the callbacks' on_fit_start first: a BehaviourCloningWarmStart has already cloned the
+        # demonstrations, so the reference taken here is the policy after SFT
+        demonstrations = self.demonstrations()
         resumed = self.trainer.ckpt_path is not None  # the loops (global_step) are restored only after this hook
-        if not resumed and self.hparams.sft_steps:
-            self.behaviour_cloning([e for e in demonstrations if e.success])
+        if not resumed and not self.cloned_steps and not self._starts_trained:
+            raise ValueError(
+                "model.init_args.policy.pretrained_path is null and trainer.callbacks has no "
+                "wmrl.vla.warm_start.BehaviourCloningWarmStart: the policy would start untrained; add the callback "
+                "(behaviour cloning on the demonstrations) or give a pretrained policy")
         reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
         if self._reference_state is not None:  # resumed: the KL stays anchored to the first run's SFT policy
             reference.load_state_dict(self._reference_state)
@@ -191,14 +197,16 @@ class VLAGRPOModule(RLModule):
                            "VLAGRPOModule; resume only from this module's checkpoints")
         self._reference_state = checkpoint["wmrl_vla_reference"]
 
-    def behaviour_cloning(self, demonstrations: list[Episode]) -> float:
-        """The SFT stage: the policy's own loss on demonstration chunks (every step of every episode)."""
+    def behaviour_cloning(self, demonstrations: list[Episode], steps: int, batch_size: int, lr: float) -> float:
+        """The SFT stage: ``steps`` AdamW steps of the policy's own loss on demonstration chunks (every step of every
+        episode; ``batch_size`` chunks drawn per step, in an order seeded by ``seed``). Returns the last loss, also
+        logged as ``sft/loss``. Called by :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart`."""
         from rich.progress import Progress
 
         if not demonstrations:
             raise ValueError("no successful demonstration to clone (data.init_args.demonstrations, or the "
                              "simulator's success_threshold, too strict)")
-        hp, horizon = self.hparams, self.policy.chunk_size
+        horizon = self.policy.chunk_size
         states, env_states, chunks, pads = [], [], [], []
         for e in demonstrations:
             for t in range(len(e)):
@@ -211,20 +219,21 @@ class VLAGRPOModule(RLModule):
         obs = {k: v.to(self.device) for k, v in obs.items()}
         chunk = normalise(torch.as_tensor(np.array(chunks))).to(self.device)
         is_pad = torch.as_tensor(np.array(pads)).to(self.device)
-        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=hp.sft_lr)
-        generator = torch.Generator().manual_seed(hp.seed)
+        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
+        generator = torch.Generator().manual_seed(self.hparams.seed)
         self.policy.train()
         loss = torch.tensor(math.nan)
         with Progress(disable=not self.trainer.is_global_zero) as progress:
-            task = progress.add_task(f"SFT on {len(demonstrations)} demonstrations", total=hp.sft_steps)
-            for step in range(hp.sft_steps):
-                rows = torch.randint(0, len(chunk), (hp.sft_batch_size,), generator=generator)
+            task = progress.add_task(f"SFT on {len(demonstrations)} demonstrations", total=steps)
+            for step in range(steps):
+                rows = torch.randint(0, len(chunk), (batch_size,), generator=generator)
                 loss = self.policy.bc_loss({k: v[rows] for k, v in obs.items()}, chunk[rows], is_pad[rows])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                if step % 25 == 0 or step == hp.sft_steps - 1:
+                if step % 25 == 0 or step == steps - 1:
                     progress.update(task, completed=step + 1, description=f"SFT loss {float(loss.detach()):.3f}")
+        self.cloned_steps += steps
         for logger in self.loggers:
             logger.log_metrics({"sft/loss": float(loss.detach())}, step=0)
         return float(loss.detach())
