@@ -55,12 +55,13 @@ log "converting the built-in model if needed, building the smoke tasks"
 timeout 300 "$PY" -c "from wmrl.models import resolve_model; print(resolve_model('smollm2-135m-instruct'))"
 
 log "WMRL: $STEPS steps, vLLM engine + vLLM world model (run dir $RUN_DIR)"
-timeout 300 "$VENV/bin/wmrl" fit -c configs/autoresearch/paper_4b_vllm.yaml \
+timeout 300 "$VENV/bin/wmrl" fit -c configs/autoresearch/paper_4b.yaml -c configs/autoresearch/paper_4b_vllm.yaml \
   --trainer.default_root_dir "$RUN_DIR" --trainer.max_steps "$STEPS" \
   --model.init_args.model smollm2-135m-instruct \
   --model.init_args.max_turns 1 --model.init_args.max_new_tokens 384 --model.init_args.prefill starter_head \
-  --model.init_args.vllm.max_model_len 8192 --model.init_args.vllm.gpu_memory_utilization 0.35 \
-  --model.init_args.vllm.enforce_eager true \
+  --model.init_args.engine.init_args.settings.max_model_len 8192 \
+  --model.init_args.engine.init_args.settings.gpu_memory_utilization 0.35 \
+  --model.init_args.engine.init_args.settings.enforce_eager true \
   --data.init_args.group_size 4 --data.init_args.groups_per_step 4 --data.init_args.eval_samples 1 \
   2>&1 | tail -n 40
 "$PY" - "$RUN_DIR" <<'EOF'
@@ -85,11 +86,12 @@ from wmrl.models import LoraSettings, load_policy, resolve_model
 from wmrl.rollout.agent import AgentLoop, AgentSettings, StepRequest
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import VLLMGenerationEngine, VLLMSettings
+from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
 
 policy, tokenizer = load_policy("smollm2-135m-instruct", LoraSettings(r=16, alpha=32), dtype="bfloat16")
 policy.cuda()
 settings = VLLMSettings(gpu_memory_utilization=0.35, max_model_len=8192)
-engine = VLLMGenerationEngine(resolve_model("smollm2-135m-instruct"), policy, tokenizer, settings)
+engine = VLLMGenerationEngine(policy, tokenizer, settings)
 env = SandboxEnvironment()
 tasks = [spec.id for spec in env.suite.specs("train")][:8]
 agent = AgentLoop(tokenizer, engine, AgentSettings(prefill="none"))
@@ -106,7 +108,7 @@ sync_seconds = time.perf_counter() - start
 
 requests = [StepRequest(task, g.text or "print(1)\n", g.text)
             for task, g in zip([t for t in tasks for _ in range(8)], generations, strict=True)]
-wm = LMWorldModel(model="policy", mode="score", backend="vllm", vllm=settings)
+wm = LMWorldModel(model="policy", mode="score", backend=VLLMWorldModelBackend(settings))
 wm.bind(policy, tokenizer)
 wm.outcome_probabilities(requests[:8])  # warm-up
 start = time.perf_counter()

@@ -1,7 +1,7 @@
 """Step wall-clock with and without overlapping anchor executions with world-model answers, on CPU.
 
-Runs the WMRL quickstart (``configs/autoresearch/wmrl_quickstart.yaml``: the frozen base model as the world model
-in ``score`` mode, one anchor group of two per step, real process-sandbox executions) for ``--steps`` steps with
+Runs the WMRL quickstart (``configs/autoresearch/quickstart.yaml`` with the ``ablations/cpu/wmrl.yaml`` overlay: the
+frozen base model as the world model in ``score`` mode, one anchor group of two per step, real process-sandbox executions) for ``--steps`` steps with
 ``model.init_args.overlap`` on and off (held-out evaluation off, execution cache off so every anchor really runs),
 and prints per step: wall-clock, generation, real execution, world model, update and the execution seconds that
 ran hidden behind world-model work (``time/overlapped``).
@@ -27,10 +27,10 @@ NO_CACHE = Path(__file__).with_name("no_execution_cache.yaml")  # every anchor r
 COLUMNS = ["time/step", "time/generate", "time/env", "time/world_model", "time/update", "time/overlapped"]
 
 
-def run(overlap: bool, steps: int, root: Path, config: str) -> pd.DataFrame:
+def run(overlap: bool, steps: int, root: Path, configs: list[str]) -> pd.DataFrame:
     out = root / ("overlap_on" if overlap else "overlap_off")
     command = [
-        sys.executable, "-m", "wmrl.cli", "fit", "-c", config,
+        sys.executable, "-m", "wmrl.cli", "fit", *[a for c in configs for a in ("-c", c)],
         f"--trainer.max_steps={steps}", f"--trainer.default_root_dir={out}", "--trainer.limit_val_batches=0",
         "--model.init_args.eval_at_start=false", f"--model.init_args.overlap={str(overlap).lower()}",
         "-c", str(NO_CACHE),
@@ -45,9 +45,11 @@ def run(overlap: bool, steps: int, root: Path, config: str) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--config", default="configs/autoresearch/wmrl_quickstart.yaml")
+    parser.add_argument("--config", action="append", help="a config (repeat to compose; default: the quickstart "
+                        "and the full WMRL overlay)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/overlap"))
     args = parser.parse_args(argv)
+    args.config = args.config or ["configs/autoresearch/quickstart.yaml", "configs/autoresearch/ablations/cpu/wmrl.yaml"]
     results = {}
     for overlap in (True, False):
         results[overlap] = run(overlap, args.steps, args.out, args.config)

@@ -36,8 +36,8 @@ tabular training tasks, chosen on the train split), 4 steps of 4 groups x 3 roll
 its build cost is reported with the results), calibration constants scaled to 4 steps, 6 held-out samples per
 task; it writes ``RESULTS-learn.md`` and ``results/cpu-learn.json`` with each arm's paired gain over the starting
 policy and the issue's checks. ``gpu-learn`` is the same on one CUDA GPU (``benchmarks/gpu_learn.sh``).
-``gpu``: ``configs/autoresearch/paper_4b_vllm.yaml`` and the paper
-ablation overlays (vLLM for rollouts and the world model; the LLM world model in ``generate`` mode), the train
+``gpu``: ``configs/autoresearch/paper_4b.yaml`` with the engine and world model of its ``paper_4b_vllm.yaml``
+overlay, and the paper ablation overlays (vLLM for rollouts and the world model; the LLM world model in ``generate`` mode), the train
 split, the paper's step budget unless ``--steps`` says otherwise.
 
 Every arm runs in a fresh process on the same machine one after the other; nothing else should run meanwhile
@@ -92,11 +92,10 @@ PRETRAINED_WORLD_MODEL = {
     "init_args": {"encoder": "all-minilm-l6-v2", "pretrained": str(ROOT / PRETRAINED), "warm_start": [],
                   "execution_log": False, "min_examples": 4, "refit_every": 3},
 }
-VLLM_WORLD_MODEL = {
-    "class_path": "wmrl.environments.lm_world_model.LMWorldModel",
-    "init_args": {"model": "policy", "mode": "generate", "backend": "vllm", "max_new_tokens": 1024,
-                  "temperature": 0.7, "top_p": 0.8, "batch_size": 64},
-}
+_PAPER_VLLM = yaml.safe_load((ROOT / "configs/autoresearch/paper_4b_vllm.yaml").read_text())
+#: the world model of the vLLM overlay (ablations/paper/*.yaml run it on transformers)
+VLLM_WORLD_MODEL = next(c["init_args"]["world_model"] for c in _PAPER_VLLM["trainer"]["callbacks+"]
+                        if c["class_path"].endswith("WorldModelReward"))
 
 
 @dataclass(frozen=True)
@@ -163,13 +162,14 @@ PRESETS: dict[str, Preset] = {
         note="2 CPU cores, about 11-14 minutes an arm",
     ),
     "gpu": Preset(
-        base="configs/autoresearch/paper_4b_vllm.yaml",
+        base="configs/autoresearch/paper_4b.yaml",
         ablations="configs/autoresearch/ablations/paper",
         steps=200,
         group_size=8,
         groups_per_step=8,
         eval_samples=8,
         world_model=VLLM_WORLD_MODEL,
+        model=_PAPER_VLLM["model"]["init_args"],  # the vLLM engine, the LoRA adapter it syncs, top-p 1
         note="paper scale: Qwen3.5-4B (--model), vLLM; days on one GPU, hours on eight",
     ),
 }
@@ -191,7 +191,7 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
     overlay = yaml.safe_load(overlay_path.read_text())
     trainer = overlay.setdefault("trainer", {})
     trainer.update(default_root_dir=str(run_dir), max_steps=preset.steps, **preset.trainer)
-    for callback in trainer.get("callbacks", []):
+    for callback in trainer.get("callbacks+", trainer.get("callbacks", [])):
         name = callback["class_path"].rsplit(".", 1)[-1]
         if preset.world_model is not None and name == "WorldModelReward":
             callback["init_args"]["world_model"] = json.loads(json.dumps(preset.world_model))

@@ -12,17 +12,19 @@ from wmrl.cli import lightning_cli
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(ROOT.glob("configs/**/*.yaml")) + sorted(ROOT.glob("benchmarks/*.yaml"))
 # Overlays instantiate on top of their base config.
-OVERLAY_BASES = {"configs/debug/": "configs/autoresearch/quickstart.yaml",
-                 "configs/autoresearch/ablations/cpu/": "configs/autoresearch/quickstart.yaml",
-                 "configs/autoresearch/ablations/paper/": "configs/autoresearch/paper_4b.yaml",
-                 "configs/strategy/": "configs/autoresearch/quickstart.yaml",
-                 "configs/tasks/": "configs/autoresearch/quickstart.yaml",
-                 "benchmarks/": "configs/autoresearch/wmrl_quickstart.yaml"}
+OVERLAY_BASES = {"configs/debug/": ["configs/autoresearch/quickstart.yaml"],
+                 "configs/autoresearch/ablations/cpu/": ["configs/autoresearch/quickstart.yaml"],
+                 "configs/autoresearch/world_models/": ["configs/autoresearch/quickstart.yaml"],
+                 "configs/autoresearch/ablations/paper/": ["configs/autoresearch/paper_4b.yaml"],
+                 "configs/autoresearch/paper_4b_vllm.yaml": ["configs/autoresearch/paper_4b.yaml"],
+                 "configs/strategy/": ["configs/autoresearch/quickstart.yaml"],
+                 "configs/tasks/": ["configs/autoresearch/quickstart.yaml"],
+                 "benchmarks/": ["configs/autoresearch/quickstart.yaml", "configs/autoresearch/ablations/cpu/wmrl.yaml"]}
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins (the vLLM engine
 # and world-model backend stay: they import vllm only when they first generate).
 _GPU_TO_CPU = ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--model.init_args.model=smollm2-135m-instruct",
                "--model.init_args.dtype=float32"]
-CPU_STANDINS = {"configs/autoresearch/paper_4b.yaml": _GPU_TO_CPU, "configs/autoresearch/paper_4b_vllm.yaml": _GPU_TO_CPU,
+CPU_STANDINS = {"configs/autoresearch/paper_4b.yaml": _GPU_TO_CPU,
                 "configs/vla/pusht_gpu.yaml": ["--trainer.accelerator=cpu"],
                 "configs/vla/libero_gpu.yaml": ["--trainer.accelerator=cpu"]}
 
@@ -40,8 +42,7 @@ ABLATIONS = {
 
 
 def expected_callbacks(name: str) -> list[str] | None:
-    if name in ("configs/autoresearch/wmrl_quickstart.yaml", "configs/autoresearch/wmrl_learned_quickstart.yaml",
-                "configs/autoresearch/paper_4b_vllm.yaml"):
+    if name in ("configs/autoresearch/world_models/learned.yaml", "configs/autoresearch/paper_4b_vllm.yaml"):
         return FULL
     if name.startswith("configs/autoresearch/ablations/"):
         return ABLATIONS[Path(name).stem]
@@ -61,8 +62,9 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative run dirs land in the temp dir
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # configs/tasks/ name the example folder relatively
     name = relative(config)
-    base = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), None)
-    args = [*(["-c", str(ROOT / base)] if base else []), "-c", str(config), *CPU_STANDINS.get(base or name, [])]
+    bases = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), [])
+    args = [*[a for b in bases for a in ("-c", str(ROOT / b))], "-c", str(config),
+            *CPU_STANDINS.get(bases[0] if bases else name, [])]
     if name == "configs/strategy/fsdp.yaml":
         check_fsdp_overlay(config, args)
         return
@@ -72,11 +74,22 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
 
         assert isinstance(cli.trainer.strategy, DDPStrategy) and cli.trainer.num_devices == 2
     if name == "configs/autoresearch/paper_4b_vllm.yaml":
+        from lightning.pytorch.callbacks import ModelCheckpoint
+
         from wmrl.generation.vllm import VLLMGenerationEngine
+        from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
 
         assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
+        assert cli.model.hparams.engine == "wmrl.generation.vllm.VLLMGenerationEngine"
         (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
-        assert world_model.backend == "vllm" and world_model.mode == "generate"
+        assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
+        (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
+        assert checkpoint._every_n_train_steps == 10  # the base's own, kept: the overlay appends its callbacks
+    if name.startswith("configs/autoresearch/ablations/paper/") and "real_grpo" not in name:
+        from wmrl.generation.hf_world_model import HFWorldModelBackend
+
+        (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
+        assert isinstance(world_model.backend, HFWorldModelBackend) and world_model.backend.batch_size == 64
     assert cli.model.hparams.group_size == cli.datamodule.group_size  # linked, not repeated
     assert cli.datamodule.train_tasks and cli.datamodule.eval_task_ids
     assert cli.trainer.max_steps > 0
@@ -214,7 +227,8 @@ CONFIGURABLE = ["wmrl.modules.grpo:GRPOModule", "wmrl.datamodules.autoresearch:A
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
                 "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:RewardTerms",
                 "wmrl.environments.lm_world_model:LMWorldModel", "wmrl.environments.learned:LearnedWorldModel",
-                "wmrl.environments.real:SandboxEnvironment"]
+                "wmrl.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
+                "wmrl.generation.vllm_world_model:VLLMWorldModelBackend", "wmrl.generation.vllm:VLLMGenerationEngine"]
 
 
 @pytest.mark.parametrize("target", CONFIGURABLE)

@@ -22,6 +22,32 @@ def test_callbacks_never_probe_plug_ins_for_attributes():
     assert found == []
 
 
+def test_environments_reach_engines_only_through_the_contracts():
+    """environments/ imports nothing from rollout/, and from generation/ only the default language-model backend
+    (LMWorldModel's ``backend`` when none is configured); every other engine or backend comes by ``class_path``."""
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in sorted((ROOT / "src/wmrl/environments").rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if re.match(r"\s*(from|import) wmrl\.(rollout|generation)", line)]
+    assert found == ["src/wmrl/environments/lm_world_model.py:239: "
+                     "from wmrl.generation.hf_world_model import HFWorldModelBackend"]
+
+
+def test_engines_and_backends_are_typed_plug_ins():
+    from wmrl.generation.engine import GenerationEngine
+    from wmrl.generation.hf import HFGenerationEngine
+    from wmrl.generation.hf_world_model import HFWorldModelBackend
+    from wmrl.generation.vllm import VLLMGenerationEngine
+    from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
+    from wmrl.types import LanguageModelBackend
+
+    assert isinstance(HFWorldModelBackend(), LanguageModelBackend)
+    assert isinstance(VLLMWorldModelBackend(), LanguageModelBackend)  # no vllm needed until it answers
+    assert issubclass(HFGenerationEngine, GenerationEngine) and issubclass(VLLMGenerationEngine, GenerationEngine)
+    assert (HFGenerationEngine.exact_with_top_p, HFGenerationEngine.runs_under_fsdp) == (True, True)
+    assert (VLLMGenerationEngine.exact_with_top_p, VLLMGenerationEngine.runs_under_fsdp) == (False, False)
+
+
 def test_step_request_and_environment_live_in_types_and_the_agent_loop_reexports_them():
     from wmrl.rollout import agent
 

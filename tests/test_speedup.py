@@ -55,6 +55,9 @@ def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path
 
 
 def test_the_gpu_preset_keeps_the_paper_config_and_puts_the_world_model_on_vllm(tmp_path, monkeypatch):
+    from wmrl.generation.vllm import VLLMGenerationEngine
+    from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
+
     monkeypatch.chdir(tmp_path)
     preset = speedup.PRESETS["gpu"]
     config = tmp_path / "wmrl.yaml"
@@ -63,7 +66,8 @@ def test_the_gpu_preset_keeps_the_paper_config_and_puts_the_world_model_on_vllm(
            "--model.init_args.dtype=float32"]
     cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config), *cpu], run=False)
     (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
-    assert world_model.backend == "vllm" and world_model.mode == "generate"
+    assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
+    assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
     assert cli.trainer.max_steps == 200 and cli.datamodule.groups_per_step == 8
     assert cli.model.environments["real"].starter_solution == "linear_baseline"
 

@@ -25,7 +25,7 @@ from wmrl.generation.vllm import (
     import_vllm,
     release_engines,
 )
-from wmrl.generation.vllm_world_model import PREDICTIONS_SCHEMA
+from wmrl.generation.vllm_world_model import PREDICTIONS_SCHEMA, VLLMWorldModelBackend
 from wmrl.models import LoraSettings, load_policy, tiny_llama
 from wmrl.modules.grpo import GRPOModule
 from wmrl.rollout.agent import StepRequest
@@ -68,9 +68,7 @@ def policy(checkpoint):
 
 def engine_for(policy, **settings) -> VLLMGenerationEngine:
     model, tokenizer = policy
-    return VLLMGenerationEngine(
-        model.get_base_model().config.name_or_path, model, tokenizer, VLLMSettings(**settings)
-    )
+    return VLLMGenerationEngine(model, tokenizer, VLLMSettings(**settings))
 
 
 def teacher_forced(model, prompt, tokens, temperature) -> list[float]:
@@ -176,7 +174,7 @@ def test_the_code_block_stop_matches_the_transformers_engine(fake, tmp_path):
         tokenizer,
     )
     try:
-        engine = VLLMGenerationEngine(path, None, tokenizer)
+        engine = VLLMGenerationEngine(None, tokenizer, model_path=path)
         code, bash, eos, still_open = engine.generate(
             prompts, SamplingParams(max_new_tokens=90, temperature=0)
         )
@@ -204,7 +202,7 @@ def test_the_code_block_stop_matches_the_transformers_engine(fake, tmp_path):
     )
     try:
         release_engines()
-        engine = VLLMGenerationEngine(path, None, tokenizer)
+        engine = VLLMGenerationEngine(None, tokenizer, model_path=path)
         (prefilled,) = engine.generate(prompts[:1], SamplingParams(max_new_tokens=40, code_block_open=True))
     finally:
         fake_vllm.MODEL_OVERRIDES.clear()
@@ -259,11 +257,12 @@ def test_the_vllm_engine_needs_a_lora_policy(fake, checkpoint):
     model, tokenizer = load_policy(str(checkpoint), None)
     with pytest.raises(ValueError, match="model.init_args.lora"):
         GRPOModule(
-            policy=(model, tokenizer), lora=None, engine="vllm", environment=LowTokenEnvironment(tokenizer)
+            policy=(model, tokenizer), lora=None, engine=VLLMGenerationEngine, environment=LowTokenEnvironment(tokenizer)
         )
-    with pytest.raises(ValueError, match="model.init_args.top_p must be 1.0 with engine vllm"):
+    model, tokenizer = load_policy(str(checkpoint), LORA)
+    with pytest.raises(ValueError, match="model.init_args.top_p must be 1.0 with VLLMGenerationEngine"):
         GRPOModule(
-            policy=(model, tokenizer), engine="vllm", top_p=0.9, environment=LowTokenEnvironment(tokenizer)
+            policy=(model, tokenizer), engine=VLLMGenerationEngine, top_p=0.9, environment=LowTokenEnvironment(tokenizer)
         )
 
 
@@ -277,7 +276,7 @@ def test_grpo_trains_through_the_vllm_engine_and_syncs_after_every_step(fake, po
     model, tokenizer = policy
     module = GRPOModule(
         policy=(model, tokenizer),
-        engine="vllm",
+        engine=VLLMGenerationEngine,
         environment=LowTokenEnvironment(tokenizer),
         group_size=4,
         max_new_tokens=8,
@@ -307,7 +306,7 @@ def test_grpo_trains_through_the_vllm_engine_and_syncs_after_every_step(fake, po
 
 def test_score_mode_on_vllm_equals_transformers_with_prefix_caching(fake, checkpoint, tiny_suite):
     requests = [StepRequest("tiny_iris", SCRIPT, ""), StepRequest("tiny_diabetes", SCRIPT + "x = 1\n", "")]
-    on_vllm = LMWorldModel(model=str(checkpoint), backend="vllm", suite=tiny_suite)
+    on_vllm = LMWorldModel(model=str(checkpoint), backend=VLLMWorldModelBackend(), suite=tiny_suite)
     probabilities = on_vllm.outcome_probabilities(requests)
     reference = LMWorldModel(model="policy", suite=tiny_suite)
     reference.bind(*load_policy(str(checkpoint), None))
@@ -330,7 +329,7 @@ def test_policy_world_model_shares_the_policy_engine_with_the_adapter_off(fake, 
     model, tokenizer = policy
     engine = engine_for(policy)
     engine.generate([tokenizer.encode("hello")], SamplingParams(max_new_tokens=2))
-    wm = LMWorldModel(model="policy", backend="vllm", suite=tiny_suite)
+    wm = LMWorldModel(model="policy", backend=VLLMWorldModelBackend(), suite=tiny_suite)
     wm.bind(model, tokenizer)
     requests = [StepRequest("tiny_iris", SCRIPT, "")]
     probabilities = wm.outcome_probabilities(requests)
@@ -343,7 +342,7 @@ def test_policy_world_model_shares_the_policy_engine_with_the_adapter_off(fake, 
 
 def test_generate_mode_on_vllm_is_guided_by_the_predictions_schema(fake, checkpoint, tiny_suite):
     wm = LMWorldModel(
-        model=str(checkpoint), backend="vllm", mode="generate", suite=tiny_suite, max_new_tokens=64
+        model=str(checkpoint), backend=VLLMWorldModelBackend(), mode="generate", suite=tiny_suite, max_new_tokens=64
     )
     outcomes = wm.step_many([StepRequest("tiny_iris", SCRIPT, ""), StepRequest("tiny_diabetes", SCRIPT, "")])
     (llm,) = fake_vllm.ENGINES
@@ -378,9 +377,7 @@ def test_real_vllm_generates_syncs_and_scores(checkpoint, tiny_suite):
     release_engines()
     model, tokenizer = load_policy(str(checkpoint), LORA)
     perturb_adapter(model, 0.05, seed=1)
-    engine = VLLMGenerationEngine(
-        checkpoint, model, tokenizer, VLLMSettings(gpu_memory_utilization=0.2, enforce_eager=True)
-    )
+    engine = VLLMGenerationEngine(model, tokenizer, VLLMSettings(gpu_memory_utilization=0.2, enforce_eager=True))
     prompts = [tokenizer.encode("solve the task")] * 2
     generations = engine.generate(prompts, SamplingParams(max_new_tokens=16, temperature=1.0, seed=0))
     for generation in generations:
@@ -390,7 +387,7 @@ def test_real_vllm_generates_syncs_and_scores(checkpoint, tiny_suite):
     perturb_adapter(model, 0.05, seed=2)
     engine.sync_weights()
     assert engine.last_canary["canary/engine_change"] > 0
-    wm = LMWorldModel(model="policy", backend="vllm", suite=tiny_suite)
+    wm = LMWorldModel(model="policy", backend=VLLMWorldModelBackend(), suite=tiny_suite)
     wm.bind(model, tokenizer)
     (probabilities,) = wm.outcome_probabilities([StepRequest("tiny_iris", SCRIPT, "")])
     assert sum(probabilities) == pytest.approx(1.0, abs=1e-4)
@@ -404,12 +401,12 @@ def test_settings_are_plain_in_hparams_so_loggers_and_weights_only_checkpoints_t
 
     model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
     module = GRPOModule(policy=(model, tokenizer), lora=LORA, environment=LowTokenEnvironment(tokenizer),
-                        group_size=2, max_new_tokens=4, prefill="none", vllm=VLLMSettings(max_model_len=7))
+                        group_size=2, max_new_tokens=4, prefill="none")
     assert isinstance(module.hparams["lora"], dict) and module.hparams["lora"]["r"] == 8
-    assert module.hparams["vllm"]["max_model_len"] == 7
+    assert module.hparams["engine"] == "wmrl.generation.hf.HFGenerationEngine"  # the factory, by name
     pl.loggers.CSVLogger(tmp_path).log_hyperparams(module.hparams)  # raised on frozen dataclasses
     buffer = io.BytesIO()
     torch.save({"hyper_parameters": dict(module.hparams)}, buffer)
     buffer.seek(0)
-    assert torch.load(buffer, weights_only=True)["hyper_parameters"]["vllm"]["max_model_len"] == 7
+    assert torch.load(buffer, weights_only=True)["hyper_parameters"]["lora"]["r"] == 8
 

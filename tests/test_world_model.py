@@ -110,6 +110,24 @@ def test_numbered_code_is_capped():
     assert numbered("x" * 50, 10).endswith("[... code truncated ...]")
 
 
+def test_the_backend_is_a_typed_plug_in(tiny_policy, tiny_suite):
+    """The language model runs where ``backend`` says (a class_path); the default is transformers in-process, and
+    an object that is no :class:`wmrl.types.LanguageModelBackend` is refused with what it lacks."""
+    from wmrl.generation.hf_world_model import HFWorldModelBackend
+    from wmrl.types import LanguageModelBackend
+
+    default = LMWorldModel(suite=tiny_suite)
+    assert isinstance(default.backend, HFWorldModelBackend) and isinstance(default.backend, LanguageModelBackend)
+    with pytest.raises(TypeError, match="LanguageModelBackend .load, bind, option_probabilities"):
+        LMWorldModel(backend=object())
+    requests = [StepRequest("tiny_iris", SCRIPT, ""), StepRequest("tiny_iris", SCRIPT + "y = 2\n", "")]
+    one = world_model(tiny_policy, tiny_suite, backend=HFWorldModelBackend(batch_size=1))
+    two = world_model(tiny_policy, tiny_suite, backend=HFWorldModelBackend(batch_size=2))
+    assert one.tokenizer is tiny_policy[1]  # bound: the policy's own tokenizer
+    for a, b in zip(one.outcome_probabilities(requests), two.outcome_probabilities(requests), strict=True):
+        assert a == pytest.approx(b, abs=1e-4)  # batching is the backend's business, not the answer's
+
+
 def test_bad_mode_is_reported():
     with pytest.raises(ValueError, match="mode must be 'score' or 'generate'"):
         LMWorldModel(mode="guess")

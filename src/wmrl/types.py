@@ -323,3 +323,33 @@ class ReportsMetrics(Protocol):
     answers it could not parse, logged as the step's increase; ``examples`` / ``refits`` of a learned model)."""
 
     def metrics(self) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class LanguageModelBackend(Protocol):
+    """Where an LM world model (:class:`~wmrl.environments.lm_world_model.LMWorldModel`) runs its language model:
+    transformers in the training process (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the
+    default) or a vLLM engine (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`), chosen by
+    ``class_path``. ``tokenizer`` is ``None`` until :meth:`load` or :meth:`bind`; prompts are token ids; both
+    questions are asked of the frozen model (a policy's LoRA adapter disabled)."""
+
+    tokenizer: Any
+
+    def load(self, model: str) -> None:
+        """Load a model of its own (a built-in name or a local checkpoint dir) and its tokenizer."""
+        ...
+
+    def bind(self, policy: Any, tokenizer: Any) -> None:
+        """Answer with the policy's own frozen base (the paper's world model)."""
+        ...
+
+    def option_probabilities(self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int],
+                             prefix_groups: Sequence[str]) -> list[list[float]]:
+        """Per prompt, the next-token probability of each option token, renormalised over the options (NaN rows
+        for non-finite logits). Prompts with the same ``prefix_groups`` entry share a long prefix."""
+        ...
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float,
+                 seed: int) -> list[str]:
+        """One sampled answer per prompt (a ``generate``-mode world model's JSON)."""
+        ...

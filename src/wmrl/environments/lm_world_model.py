@@ -37,9 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.grader import check_script
-from wmrl.generation.vllm import VLLMSettings
 from wmrl.tasks.build import STARTER_HEADING
-from wmrl.types import Outcome, Source, Status
+from wmrl.types import LanguageModelBackend, Outcome, Source, Status
 
 if TYPE_CHECKING:
     from wmrl.tasks.suite import TaskSuite
@@ -206,18 +205,17 @@ class LMWorldModel:
             :meth:`bind`, LoRA disabled), the built-in ``smollm2-135m-instruct``, or a local checkpoint dir.
         mode: ``score`` (one forward pass, cheap on CPU) or ``generate`` (the paper's holistic JSON).
         suite: the task suite whose task prompts the world model reads (default: the shipped catalogue).
-        batch_size: prompts per forward pass.
         max_new_tokens: ``generate`` mode answer length (paper 1024).
         temperature: ``generate`` mode sampling temperature (paper 0.7).
         top_p: ``generate`` mode nucleus sampling (paper 0.8).
         overview_chars: cap on the task text in the prompt (paper 4000).
         code_chars: cap on the numbered code in the prompt (paper 8000).
-        dtype: weights dtype when the world model loads its own model.
         seed: seeds ``generate`` sampling (call ``i`` of the run uses ``seed + i``).
-        backend: ``hf`` (transformers in the training process, CPU or GPU) or ``vllm`` (GPU machines,
-            ``pip install 'wmrl[vllm]'``: one engine per GPU, prefix caching, guided JSON in ``generate`` mode;
-            see :mod:`wmrl.generation.vllm_world_model`). With ``model: policy`` it shares the policy's engine.
-        vllm: how the vLLM engine is built when this world model starts it (``backend: vllm``).
+        backend: where the language model runs, by ``class_path``: transformers in the training process
+            (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the default, CPU or GPU; its
+            ``batch_size`` and ``dtype``) or vLLM (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`,
+            GPU machines, ``pip install 'wmrl[vllm]'``: prefix caching, guided JSON in ``generate`` mode; with
+            ``model: policy`` it is the policy's own engine).
     """
 
     source = Source.WORLD_MODEL
@@ -227,32 +225,28 @@ class LMWorldModel:
         model: str = "policy",
         mode: Literal["score", "generate"] = "score",
         suite: TaskSuite | None = None,
-        batch_size: int = 8,
         max_new_tokens: int = 384,
         temperature: float = 0.7,
         top_p: float = 0.8,
         overview_chars: int = 4000,
         code_chars: int = 8000,
-        dtype: str = "float32",
         seed: int = 0,
-        backend: Literal["hf", "vllm"] = "hf",
-        vllm: VLLMSettings = VLLMSettings(),  # noqa: B008 - frozen, immutable default
+        backend: LanguageModelBackend | None = None,
     ) -> None:
         if mode not in ("score", "generate"):
             raise ValueError(f"LMWorldModel mode must be 'score' or 'generate' (got {mode!r})")
-        if backend not in ("hf", "vllm"):
-            raise ValueError(f"LMWorldModel backend must be 'hf' or 'vllm' (got {backend!r})")
-        if batch_size < 1:
-            raise ValueError(f"LMWorldModel batch_size must be >= 1 (got {batch_size})")
+        if backend is None:  # the default backend; any other is chosen by class_path
+            from wmrl.generation.hf_world_model import HFWorldModelBackend
+
+            backend = HFWorldModelBackend()
+        if not isinstance(backend, LanguageModelBackend):
+            raise TypeError(f"LMWorldModel backend must be a wmrl.types.LanguageModelBackend (load, bind, "
+                            f"option_probabilities, generate, tokenizer); got {type(backend).__name__}")
         self.model_name, self.mode, self._suite = model, mode, suite
-        self.batch_size, self.max_new_tokens = batch_size, max_new_tokens
+        self.max_new_tokens = max_new_tokens
         self.temperature, self.top_p = temperature, top_p
         self.overview_chars, self.code_chars = overview_chars, code_chars
-        self.dtype, self.seed = dtype, seed
-        self.backend, self.vllm_settings = backend, vllm
-        self._vllm: Any = None  # the VLLMWorldModelBackend, started at the first prediction
-        self.model: Any = None
-        self.tokenizer: Any = None
+        self.seed, self.backend = seed, backend
         self.parse_failures = 0
         self.calls = 0
         self.seconds = 0.0
@@ -265,55 +259,21 @@ class LMWorldModel:
     def bind(self, policy: Any, tokenizer: Any) -> None:
         """Use the policy's weights (with its LoRA adapter disabled) when ``model == "policy"``."""
         if self.model_name == "policy":
-            self.model, self.tokenizer = policy, tokenizer
+            self.backend.bind(policy, tokenizer)
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.backend.tokenizer
 
     def _ensure_model(self) -> None:
-        if self.backend == "vllm" and self._vllm is not None:
+        if self.backend.tokenizer is not None:
             return
-        if self.model is not None and self.backend == "hf":
-            return
-        if self.model is None and self.model_name == "policy":
+        if self.model_name == "policy":
             raise RuntimeError(
                 "LMWorldModel(model='policy') has no policy bound: use it through the WorldModelReward callback "
                 "(which binds the trained policy), call bind(policy, tokenizer), or set model to a checkpoint"
             )
-        if self.backend == "vllm":
-            self._start_vllm()
-            return
-        from wmrl.models import load_policy
-
-        self.model, self.tokenizer = load_policy(self.model_name, None, dtype=self.dtype)
-        self.model.eval().requires_grad_(False)
-
-    def _start_vllm(self) -> None:
-        """The vLLM backend on the bound policy's checkpoint, or on ``model`` (its tokenizer only loaded here)."""
-        from wmrl.generation.vllm import checkpoint_dir
-        from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
-
-        if self.model_name == "policy":
-            path = checkpoint_dir(self.model)
-        else:
-            from transformers import AutoTokenizer
-
-            from wmrl.models import resolve_model
-
-            path = resolve_model(self.model_name)
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self._vllm = VLLMWorldModelBackend(path, self.vllm_settings)
-
-    def _frozen(self):
-        """The model as the frozen world model: adapter disabled, no gradients."""
-        import contextlib
-
-        import torch
-
-        if hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config"):
-            from wmrl.models import reference_mode
-
-            return reference_mode(self.model)
-        stack = contextlib.ExitStack()
-        stack.enter_context(torch.no_grad())
-        return stack
+        self.backend.load(self.model_name)
 
     @property
     def suite(self) -> TaskSuite:
@@ -367,32 +327,12 @@ class LMWorldModel:
         Requests are batched per task, and a batch's shared prompt prefix (instructions, task overview, data
         dictionary: most of the prompt) runs once (:func:`wmrl.models.kv.last_token_logits`).
         """
-        import torch
-
-        from wmrl.models.kv import last_token_logits
-
         self._ensure_model()
         options = "\n".join(f"{c.letter}) {c.text}" for c in OUTCOME_CLASSES)
         instructions = SCORE_INSTRUCTIONS.format(options=options)
         prompts = [self._chat_ids(self.simulation_prompt(r, instructions)) for r in requests]
-        if self._vllm is not None:  # prefix caching shares each task's prompt prefix
-            return self._vllm.option_probabilities(prompts, self.option_token_ids())
-        letters = torch.tensor(self.option_token_ids())
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        # batches of one task: its overview and data dictionary are a prefix every script's prompt shares
-        by_task: dict[str, list[int]] = {}
-        for index, request in enumerate(requests):
-            by_task.setdefault(request.task_id, []).append(index)
-        result: list[list[float]] = [[] for _ in requests]
-        with self._frozen():
-            for indices in by_task.values():
-                for first in range(0, len(indices), self.batch_size):
-                    chunk = indices[first : first + self.batch_size]
-                    logits = last_token_logits(self.model, [prompts[i] for i in chunk], pad).float()
-                    probabilities = torch.softmax(logits[:, letters.to(logits.device)], dim=-1)
-                    for index, row in zip(chunk, probabilities.cpu().tolist(), strict=True):
-                        result[index] = row
-        return result
+        # a task's overview and data dictionary are a prefix every script's prompt shares
+        return self.backend.option_probabilities(prompts, self.option_token_ids(), [r.task_id for r in requests])
 
     def _score(self, requests: Sequence[StepRequest]) -> list[Outcome]:
         rewards = [c.reward for c in OUTCOME_CLASSES]
@@ -421,24 +361,9 @@ class LMWorldModel:
     # -- generate mode ---------------------------------------------------------------------------------
     def _generate(self, requests: Sequence[StepRequest]) -> list[Outcome]:
         prompts = [self._chat_ids(self.simulation_prompt(r, GENERATE_INSTRUCTIONS)) for r in requests]
-        if self._vllm is not None:  # guided JSON: the answer always parses
-            texts = self._vllm.generate(prompts, self.max_new_tokens, self.temperature, self.top_p,
-                                        seed=self.seed + self.calls)
-            return [self.outcome_from_text(text) for text in texts]
-        from wmrl.generation.engine import SamplingParams
-        from wmrl.generation.hf import HFGenerationEngine
-
-        engine = HFGenerationEngine(self.model, self.tokenizer, max_batch_size=self.batch_size)
-        params = SamplingParams(
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            stop_after_code_block=False,
-            seed=self.seed + self.calls,
-        )
-        with self._frozen():
-            generations = engine.generate(prompts, params)
-        return [self.outcome_from_text(g.text) for g in generations]
+        texts = self.backend.generate(prompts, self.max_new_tokens, self.temperature, self.top_p,
+                                      seed=self.seed + self.calls)
+        return [self.outcome_from_text(text) for text in texts]
 
     def outcome_from_text(self, text: str) -> Outcome:
         """The outcome a ``generate``-mode answer describes (:data:`FALLBACK` when it cannot be parsed)."""

@@ -5,7 +5,11 @@
   shares (the code fences a turn stops at, the end-of-sequence ids);
 - :mod:`wmrl.generation.hf`: transformers, in the training process (CPU or GPU; the default);
 - :mod:`wmrl.generation.vllm`: vLLM on GPU machines (``pip install 'wmrl[vllm]'``);
-- :mod:`wmrl.generation.vllm_world_model`: the vLLM side of ``LMWorldModel(backend="vllm")``.
+- :mod:`wmrl.generation.hf_world_model`, :mod:`wmrl.generation.vllm_world_model`: where an
+  :class:`~wmrl.environments.lm_world_model.LMWorldModel` runs its language model (its ``backend``, a
+  :class:`wmrl.types.LanguageModelBackend` chosen by ``class_path``).
+
+The module's engine is chosen by ``class_path`` too (``model.init_args.engine``; unset: transformers).
 
 The agent loop (:mod:`wmrl.rollout`) drives an engine; nothing here imports vllm, lerobot or transformers at
 import time.

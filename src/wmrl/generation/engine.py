@@ -74,7 +74,14 @@ class GenerationEngine(abc.ABC):
     ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
     sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
     old log-probs for the same temperature-scaled policy in the loss.
+
+    What a trainer must know of an engine (class attributes): ``exact_with_top_p``: its log-probs are the full
+    distribution's even when ``top_p < 1`` truncates sampling (the transformers engine's are; vLLM's are taken
+    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded.
     """
+
+    exact_with_top_p: bool = True
+    runs_under_fsdp: bool = True
 
     @abc.abstractmethod
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
@@ -82,6 +89,10 @@ class GenerationEngine(abc.ABC):
 
     def sync_weights(self) -> None:
         """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
+
+    def metrics(self) -> dict[str, float]:
+        """What the last :meth:`sync_weights` measured, logged with the step (e.g. ``canary/engine_change``)."""
+        return {}
 
 
 def closes_code_block(text: str) -> bool:

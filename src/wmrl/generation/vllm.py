@@ -74,7 +74,8 @@ def import_vllm() -> Any:
     except ImportError as error:
         raise ModuleNotFoundError(
             f"the vLLM engine and world-model backend need vLLM (a GPU extra): {INSTALL_HINT} "
-            f"(or choose model.init_args.engine: hf / backend: hf). Import failed with: {error}"
+            "(or leave model.init_args.engine and the world model's backend unset: transformers). Import failed with: "
+            f"{error}"
         ) from error
     return vllm
 
@@ -147,7 +148,7 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
         if max_lora_rank is not None and (rank is None or rank < max_lora_rank):
             raise ValueError(
                 f"the vLLM engine for {key} was built with max LoRA rank {rank}, but rank {max_lora_rank} is "
-                "needed: create the policy engine (model.init_args.engine: vllm) before the world model's"
+                "needed: create the policy engine (model.init_args.engine: VLLMGenerationEngine) before the world model's"
             )
         return llm
     vllm = import_vllm()
@@ -221,25 +222,34 @@ def sampled_logprobs(token_ids: Sequence[int], logprobs: Sequence[Any] | None) -
 class VLLMGenerationEngine(GenerationEngine):
     """Samples the policy with vLLM in the training process (see the module docstring for the semantics).
 
+    Chosen by ``class_path`` (``model.init_args.engine: {class_path: wmrl.generation.vllm.VLLMGenerationEngine,
+    init_args: {settings: {...}}}``); the module passes the policy and tokenizer.
+
     Args:
-        model_path: the policy's base checkpoint directory (what vLLM loads).
         policy: the trained policy, a ``peft.PeftModel`` (its adapter is what gets synced); ``None`` serves the
-            base weights only (no sync).
+            base weights of ``model_path`` only (no sync).
         tokenizer: the policy's tokenizer (decodes the text; supplies EOS ids).
         settings: how the process's engine is built (:class:`VLLMSettings`).
         eos_token_ids: tokens that end a sequence; default the tokenizer's EOS plus the policy's
             ``generation_config.eos_token_id``.
+        model_path: the base checkpoint directory vLLM loads; default the one the policy's base model was loaded
+            from.
     """
+
+    exact_with_top_p = False  # log-probs are taken after top-p truncation
+    runs_under_fsdp = False  # the LoRA adapter it syncs is sharded there
 
     def __init__(
         self,
-        model_path: str | Path,
         policy: Any,
         tokenizer: Any,
         settings: VLLMSettings | None = None,
         eos_token_ids: Sequence[int] | None = None,
+        model_path: str | Path | None = None,
     ) -> None:
-
+        if model_path is None:
+            _lora_rank(policy)  # the engine syncs LoRA adapters only: a policy without one is refused here
+            model_path = checkpoint_dir(policy.get_base_model())
         self.model_path = Path(model_path)
         self.policy, self.tokenizer = policy, tokenizer
         self.settings = settings or VLLMSettings()
@@ -272,7 +282,7 @@ class VLLMGenerationEngine(GenerationEngine):
         if params.top_p < 1:
             raise ValueError(
                 f"the vLLM engine reports log-probs after top-p truncation, not the policy's (top_p={params.top_p}): "
-                "set model.init_args.top_p to 1.0, or use model.init_args.engine: hf"
+                "set model.init_args.top_p to 1.0, or use the transformers engine (model.init_args.engine: null)"
             )
         if not prompts:
             return []
@@ -341,6 +351,9 @@ class VLLMGenerationEngine(GenerationEngine):
         ]
 
     # -- weight sync ------------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        return dict(self.last_canary)
+
     def sync_weights(self) -> None:
         """Serve the policy's current LoRA adapter (new id, new directory), then run the canary.
 
@@ -388,7 +401,7 @@ class VLLMGenerationEngine(GenerationEngine):
                 f"the vLLM engine's log-probs on the probe did not move, while the trained policy's moved by "
                 f"{policy_change:.2e} nats: the engine is serving a stale adapter. Check that the LoRA target "
                 "modules are ones vLLM supports for this architecture and that vLLM loads adapters from disk; "
-                "model.init_args.vllm.canary: false turns the check off"
+                "model.init_args.engine.init_args.settings.canary: false turns the check off"
             )
 
     def engine_probe_logprobs(self) -> list[float]:
@@ -430,7 +443,7 @@ def _lora_rank(policy: Any) -> int:
     if not config:
         raise ValueError(
             "the vLLM engine syncs LoRA adapters only, and the policy has none: set model.init_args.lora "
-            "(e.g. {r: 16, alpha: 32}) or use model.init_args.engine: hf"
+            "(e.g. {r: 16, alpha: 32}) or use the transformers engine (model.init_args.engine: null)"
         )
     rank = max(int(c.r) for c in config.values())
     supported = (8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's accepted max_lora_rank values

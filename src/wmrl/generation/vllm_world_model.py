@@ -1,4 +1,5 @@
-"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel` (``backend: vllm``), for GPU machines.
+"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel`, for GPU machines
+(``backend: {class_path: wmrl.generation.vllm_world_model.VLLMWorldModelBackend}``).
 
 One engine per process and GPU (:func:`wmrl.generation.vllm.shared_llm`): with ``model: policy`` it is the
 policy's own engine, queried without an adapter (the frozen base, as in the paper); any other model gets its own
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wmrl.generation.vllm import VLLMSettings, import_vllm, row_seed, shared_llm
+from wmrl.generation.vllm import VLLMSettings, checkpoint_dir, import_vllm, row_seed, shared_llm
 
 PREDICTIONS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -60,29 +61,50 @@ PREDICTIONS_SCHEMA: dict[str, Any] = {
 
 
 class VLLMWorldModelBackend:
-    """Answers :class:`~wmrl.environments.lm_world_model.LMWorldModel`'s two questions with a vLLM engine.
+    """Answers :class:`~wmrl.environments.lm_world_model.LMWorldModel`'s two questions with a vLLM engine
+    (``pip install 'wmrl[vllm]'``). The engine starts at the first question.
 
     Args:
-        model_path: the world model's checkpoint directory.
-        settings: how the process's engine is built (shared with the policy engine when it is the same
-            checkpoint).
+        settings: how the process's engine is built (shared with the policy's engine when it is the same
+            checkpoint: ``model: policy``).
     """
 
-    def __init__(self, model_path: str | Path, settings: VLLMSettings | None = None) -> None:
-        self.model_path = Path(model_path)
-        self.settings = settings or VLLMSettings()
+    def __init__(self, settings: VLLMSettings = VLLMSettings()) -> None:  # noqa: B008 - frozen, immutable default
+        self.settings = settings
+        self.model_path: Path | None = None
+        self.tokenizer: Any = None
+        self._policy: Any = None
         self._llm: Any = None
+
+    def load(self, model: str) -> None:
+        """A checkpoint of its own: a built-in name or a local dir (only its tokenizer is loaded here)."""
+        from transformers import AutoTokenizer
+
+        from wmrl.models import resolve_model
+
+        self.model_path = Path(resolve_model(model))
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+
+    def bind(self, policy: Any, tokenizer: Any) -> None:
+        """The policy's checkpoint: one engine per process, so this is the policy engine, asked without an
+        adapter (the frozen base)."""
+        self._policy, self.tokenizer = policy, tokenizer  # its checkpoint dir is read when the engine starts
 
     @property
     def llm(self) -> Any:
         if self._llm is None:
+            if self.model_path is None and self._policy is not None:
+                self.model_path = Path(checkpoint_dir(self._policy))
+            if self.model_path is None:
+                raise RuntimeError("VLLMWorldModelBackend has no model: call load(model) or bind(policy, tokenizer)")
             self._llm = shared_llm(self.model_path, self.settings)
         return self._llm
 
     def option_probabilities(
-        self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int]
+        self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int], prefix_groups: Sequence[str] = ()
     ) -> list[list[float]]:
-        """Per prompt, the next-token probability of each option token, renormalised over the options.
+        """Per prompt, the next-token probability of each option token, renormalised over the options (prefix
+        caching shares each prefix group's prompt prefix: ``prefix_groups`` needs no batching here).
 
         Raises:
             RuntimeError: the engine did not return every option's log-prob (it does not apply the

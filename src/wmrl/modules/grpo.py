@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
 import time
 import warnings
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -35,7 +37,7 @@ from wmrl.algorithms.grpo import (
     grpo_loss,
     token_logprobs,
 )
-from wmrl.generation.vllm import VLLMGenerationEngine, VLLMSettings
+from wmrl.generation.engine import GenerationEngine
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits, prompt_micro_batches
 from wmrl.modules.base import RLModule
@@ -54,7 +56,9 @@ warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual opt
 
 
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "dr_grpo"]
-Engine = Literal["hf", "vllm"]
+#: how the module builds its generation engine from the policy and its tokenizer (a ``class_path`` whose first two
+#: arguments are those, e.g. :class:`wmrl.generation.vllm.VLLMGenerationEngine`)
+EngineFactory = Callable[[Any, Any], GenerationEngine]
 
 
 class GRPOModule(RLModule):
@@ -93,11 +97,12 @@ class GRPOModule(RLModule):
             for a CPU quickstart group); ``false`` runs every row in full, micro-batches in rollout order.
         overlap: anchor executions run in a background thread while the world model answers the other groups
             (``time/overlapped``: execution seconds hidden behind world-model work).
-        engine: who samples rollouts: ``hf`` (transformers, sharing the policy's weights) or ``vllm`` (GPU
-            machines, ``pip install 'wmrl[vllm]'``: a colocated vLLM engine that gets the LoRA adapter after every
-            optimizer step, checked by a log-prob canary; see :mod:`wmrl.generation.vllm`). ``vllm`` needs
+        engine: who samples rollouts, by ``class_path`` (the module passes the policy and its tokenizer): ``null``,
+            the default, is :class:`~wmrl.generation.hf.HFGenerationEngine` (transformers, sharing the policy's
+            weights, ``generation_batch_size`` prompts a pass); :class:`wmrl.generation.vllm.VLLMGenerationEngine`
+            (GPU machines, ``pip install 'wmrl[vllm]'``: a colocated vLLM engine that gets the LoRA adapter after
+            every optimizer step, checked by a log-prob canary; its ``settings`` say how the engine is built) needs
             ``lora`` and ``top_p: 1.0``.
-        vllm: how the vLLM engine is built (``engine: vllm``; shared with a vLLM world model of the same model).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -128,8 +133,7 @@ class GRPOModule(RLModule):
         prefill: Prefill = "starter_head",
         share_prefix: bool = True,
         overlap: bool = True,
-        engine: Engine = "hf",
-        vllm: VLLMSettings = VLLMSettings(),  # noqa: B008 - frozen, immutable default
+        engine: EngineFactory | None = None,
         policy: tuple | None = None,
     ) -> None:
         super().__init__()
@@ -138,6 +142,7 @@ class GRPOModule(RLModule):
         # checkpoints load them with weights_only: settings are kept there as plain mappings (the typed values
         # are the constructor's)
         hparams = {k: v for k, v in locals().items() if k not in ("self", "__class__", "environment", "policy")}
+        hparams["engine"] = _engine_name(engine)  # a factory is no hyperparameter a checkpoint can hold
         self.save_hyperparameters(
             {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in hparams.items()}
         )
@@ -159,7 +164,10 @@ class GRPOModule(RLModule):
 
             environment = SandboxEnvironment()
         self.environments = {"real": environment}
-        self.engine = self._build_engine(engine, vllm, generation_batch_size)
+        self.engine = self._build_engine(engine, generation_batch_size)
+        if not self.engine.exact_with_top_p and top_p != 1:
+            raise ValueError(f"model.init_args.top_p must be 1.0 with {type(self.engine).__name__} (its log-probs are "
+                             f"taken after top-p truncation; got {top_p})")
         self.agent = AgentLoop(
             self.tokenizer,
             self.engine,
@@ -178,23 +186,22 @@ class GRPOModule(RLModule):
         self.train_history: list[dict[str, float]] = []  # per step of this fit: real reward, valid rate, ...
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
 
-    def _build_engine(self, engine: Engine, settings: VLLMSettings, batch_size: int) -> Any:
-        if engine == "hf":
+    def _build_engine(self, engine: EngineFactory | None, batch_size: int) -> GenerationEngine:
+        if engine is None:
             from wmrl.generation.hf import HFGenerationEngine
 
             return HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=batch_size)
-        from wmrl.generation.vllm import checkpoint_dir
-
-        if not self.uses_lora:
-            raise ValueError("model.init_args.engine=vllm syncs LoRA adapters only: set model.init_args.lora "
-                             "(e.g. {r: 16, alpha: 32}) or use model.init_args.engine: hf")
-        base = self.policy.get_base_model()
-        return VLLMGenerationEngine(checkpoint_dir(base), self.policy, self.tokenizer, settings)
+        built = engine(self.policy, self.tokenizer)
+        if not isinstance(built, GenerationEngine):
+            raise TypeError(f"model.init_args.engine must build a wmrl.generation.engine.GenerationEngine "
+                            f"(got {type(built).__name__})")
+        return built
 
     def on_fit_start(self) -> None:
-        if self.hparams.engine == "vllm" and "FSDP" in type(self.trainer.strategy).__name__:
-            raise ValueError("model.init_args.engine=vllm does not run under FSDP (the LoRA adapter it syncs is "
-                             "sharded there): use the DDP strategy (configs/strategy/ddp.yaml) or engine: hf")
+        if not self.engine.runs_under_fsdp and "FSDP" in type(self.trainer.strategy).__name__:
+            raise ValueError(f"model.init_args.engine {type(self.engine).__name__} does not run under FSDP (the "
+                             "LoRA adapter it syncs is sharded there): use the DDP strategy "
+                             "(configs/strategy/ddp.yaml) or the transformers engine (engine: null)")
 
     # -- the method (the step itself is RLModule.training_step) -----------------------------------------
     def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
@@ -299,8 +306,7 @@ class GRPOModule(RLModule):
         start = time.perf_counter()
         self.engine.sync_weights()  # a no-op for the hf engine; vLLM gets the new adapter and checks it moved
         totals["time/sync"] = time.perf_counter() - start
-        if isinstance(self.engine, VLLMGenerationEngine):
-            totals.update(self.engine.last_canary)  # canary/engine_change, canary/policy_change
+        totals.update(self.engine.metrics())  # vLLM: canary/engine_change, canary/policy_change
         totals["train/skipped_step"] = 0.0
         return totals
 
@@ -545,6 +551,17 @@ def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
     )
 
 
+def _engine_name(engine: EngineFactory | None) -> str:
+    """The engine's class as a dotted path, for the hyperparameters (``None``: the transformers engine)."""
+    if engine is None:
+        return "wmrl.generation.hf.HFGenerationEngine"
+    target: Any = engine
+    while isinstance(target, functools.partial):  # a class_path factory: a partial that holds the class
+        classes = [a for a in target.args if isinstance(a, type)]
+        target = classes[-1] if classes else target.func
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', type(target).__name__)}"
+
+
 def _validate(args: dict) -> None:
     """Report every bad constructor value at once, naming the config key."""
     key = "model.init_args."
@@ -561,10 +578,6 @@ def _validate(args: dict) -> None:
         (args["eval_temperature"] >= 0, f"{key}eval_temperature must be >= 0 (got {args['eval_temperature']})"),
         (0 < args["top_p"] <= 1, f"{key}top_p must be in (0, 1] (got {args['top_p']})"),
         (args["micro_batch_size"] >= 1, f"{key}micro_batch_size must be >= 1 (got {args['micro_batch_size']})"),
-        (args["engine"] in ("hf", "vllm"), f"{key}engine must be hf or vllm (got {args['engine']!r})"),
-        (args["engine"] != "vllm" or args["top_p"] == 1,
-         f"{key}top_p must be 1.0 with engine vllm (its log-probs are taken after top-p truncation; got "
-         f"{args['top_p']})"),
         (args["loss_aggregation"] in ("token_mean", "seq_mean_token_mean", "dr_grpo"),
          f"{key}loss_aggregation must be token_mean, seq_mean_token_mean or dr_grpo (got {args['loss_aggregation']!r})"),
     ]
