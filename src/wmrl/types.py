@@ -8,7 +8,8 @@ The contracts (at the end): an :class:`Environment` answers :class:`StepRequest`
 an environment whose ``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a
 world model has them (:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`,
 :class:`ComparesWithStarter`, :class:`Checkpointable`). They are runtime-checkable protocols: a class conforms by
-having the methods, no base class needed; ``wmrl.testing.check_world_model`` checks one against them.
+having the methods, no base class needed; ``wmrl.testing.check_world_model`` checks one against them. An LM world
+model runs its language model on a :class:`LanguageModelBackend` (transformers or vLLM, chosen by ``class_path``).
 """
 
 from __future__ import annotations

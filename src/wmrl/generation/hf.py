@@ -64,7 +64,8 @@ class HFGenerationEngine(GenerationEngine):
         eos_token_ids: Sequence[int] | None = None,
     ) -> None:
         if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
+            raise ValueError(f"HFGenerationEngine max_batch_size must be >= 1 (got {max_batch_size}): set "
+                             "model.init_args.generation_batch_size (or engine.init_args.max_batch_size)")
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
