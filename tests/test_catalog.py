@@ -107,6 +107,27 @@ def test_the_heavy_tier_starter_runs_in_the_sandbox_and_replaces_the_prompts_sta
         suite.get("smoke_iris").description
 
 
+def test_the_stacking_starter_pays_its_boosting_before_the_model_line_and_runs(suite, process_sandbox):
+    """``starter_solution: heavy_stacking`` (the paper's regime of benchmarks/speedup.py): out-of-fold predictions of
+    a 1000-round boosting run, averaged over two shuffles of 5 folds, become features of the linear baseline; the
+    stacking sits in the prefilled head, so every executed script pays it whatever model the policy writes."""
+    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.rollout.agent import starter_head
+
+    env = SandboxEnvironment(suite, process_sandbox, use_log=False, starter_solution="heavy_stacking")
+    for task, booster, model in (("smoke_iris", "HistGradientBoostingClassifier(max_iter=1000", "LogisticRegression("),
+                                 ("smoke_diabetes", "HistGradientBoostingRegressor(max_iter=1000", "Ridge(")):
+        script = env.starter(task)
+        head = starter_head(script)
+        assert booster in head and "cross_val_predict(" in head and "numeric += stack" in head
+        assert model in script[len(head):]  # the meta-model is the linear baseline's, written after the head
+        assert script.strip() in env.prompt(task)
+        outcome = env.execute(task, script)
+        assert outcome.status.value == "valid", outcome.feedback
+    with pytest.raises(ValueError, match=r"'co2_forecast' \(forecast\) has no heavy_stacking"):
+        env.starter("co2_forecast")
+
+
 def test_an_unknown_or_unfit_starter_names_the_config_key(suite):
     from wmrl.environments.real import SandboxEnvironment
 

@@ -232,3 +232,58 @@ def test_the_learning_summary_json_checks_and_figures_from_logged_runs(tmp_path)
     for name in ("cpu-learn_heldout_vs_time.png", "cpu-learn_heldout_vs_executions.png", "cpu-learn_train_reward.png"):
         assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
     assert not (results / "RESULTS.md").exists()  # the cpu-quick page is left alone
+
+
+@pytest.mark.parametrize("arm", ["real_grpo", "wmrl"])
+def test_the_cpu_heavy_arms_instantiate_in_the_papers_regime(arm, tmp_path, monkeypatch):
+    """10 groups x 2 on the two heavy tasks with the stacking starter; one anchor group (a = 0.1); all rollouts in
+    one generation batch and a task's rows in one micro-batch (G near its floor, the same loss and gradients)."""
+    from wmrl.callbacks import AnchorRouting
+
+    preset = speedup.PRESETS["cpu-heavy"]
+    cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=True)
+    env = cli.model.environments["real"]
+    assert env.starter_solution == "heavy_stacking" and env.log.use_cache is False
+    assert "cross_val_predict(booster" in env.prompt("airport_state")  # the agent is shown the stack
+    assert cli.datamodule.train_tasks == ["digits_recognition", "airport_state"]
+    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (10, 2)
+    assert (cli.model.hparams.micro_batch_size, cli.model.engine.max_batch_size) == (20, 20)
+    routing = [c for c in cli.trainer.callbacks if isinstance(c, AnchorRouting)]
+    assert [r.anchors_for(10) for r in routing] == ([1] if arm == "wmrl" else [])
+
+
+def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tmp_path):
+    same = {t: [0.5, 0.6, 0.7] for t in ("a", "b", "c")}
+    out = tmp_path / "cpu-heavy"
+    tokens = {"tokens/generate": 10_000.0, "tokens/update": 5_000.0, "model/parameters": 1e8}
+    # real: G = 30 + 70 = 100 s, E = 400 s a step (80% of it); WMRL: 2 of 20 rollouts executed a step, W = 2
+    fake_run(out, "real_grpo", 500, {"time/generate": 30, "time/update": 70, "time/env": 400, **tokens}, 20, same,
+             steps=3)
+    fake_run(out, "wmrl", 145, {"time/generate": 30, "time/update": 70, "time/env": 40, "time/world_model": 2,
+                                **tokens}, 2, same, steps=3)
+    for arm in ("real_grpo", "wmrl"):  # the arms' matmul throughput: 100 and 200 GFLOP/s before / after
+        record = out / "runs" / arm / "speedup_arm.json"
+        record.write_text(json.dumps({**json.loads(record.read_text()), "matmul_gflops": [100.0, 200.0]}))
+    results = tmp_path / "results"
+    speedup.main(["--preset", "cpu-heavy", "--arms", "wmrl", "real_grpo", "--out", str(tmp_path),
+                  "--results", str(results), "--reuse"])
+    record = json.loads((results / "results" / "cpu-heavy.json").read_text())
+    real = record["arms"]["real_grpo"]
+    assert real["execution_share"] == pytest.approx(0.8)
+    assert real["wall_clock_parts_s"] == {"generate": 90, "update": 210, "execute": 1200, "world model": 0}
+    floor = real["compute_floor"]  # 2 x 1e8 x 10,000 FLOPs at 150 GFLOP/s; the update's three passes
+    assert floor["generate"]["floor_s"] == pytest.approx(2e12 / 150e9)
+    assert floor["update"]["floor_s"] == pytest.approx(3e12 / 150e9)
+    assert floor["update"]["over_floor"] == pytest.approx(70 / 20)
+    limit = record["limit"]
+    assert limit["bound"] == pytest.approx(500 / 142) and limit["achieved"] == pytest.approx(500 / 145)
+    assert limit["fraction_of_bound"] == pytest.approx(142 / 145)
+    checks = {c["check"]: (c["measured"], c["holds"]) for c in record["checks"]}
+    assert checks["real-execution GRPO: execution >= 70% of its training wall-clock"] == ("80%", True)
+    assert checks["real GRPO / full WMRL training wall-clock >= 3.0x"] == ("3.45x", True)
+    assert checks["achieved >= 90% of the computed limit"][1]
+    assert checks["full WMRL's held-out score within real GRPO's interval or above (difference, 95% interval)"][1]
+    text = (results / "RESULTS-heavy.md").read_text()
+    assert "## The paper's regime: checks" in text and "## G against its compute floor" in text
+    assert "| Real-execution GRPO | 150 | 10000 | 30.0 | 13.3 | 2.2 | 5000 | 70.0 | 20.0 | 3.5 |" in text
+    assert not (results / "RESULTS.md").exists() and not (results / "RESULTS-learn.md").exists()

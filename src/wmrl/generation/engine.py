@@ -82,6 +82,9 @@ class GenerationEngine(abc.ABC):
 
     exact_with_top_p: bool = True
     runs_under_fsdp: bool = True
+    #: token positions its forward passes computed, padding included (a running count; the module logs the
+    #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
+    tokens_run: int = 0
 
     @abc.abstractmethod
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:

@@ -139,6 +139,7 @@ class HFGenerationEngine(GenerationEngine):
             use_cache=True,
             logits_to_keep=1,
         )
+        self.tokens_run += input_ids.numel()
         cache = returned_cache(out)
         logits = out.logits[:, -1, :].float()
         if len(distinct) < size:
@@ -182,6 +183,7 @@ class HFGenerationEngine(GenerationEngine):
                 use_cache=True,
                 **{self._cache_kwarg: cache},
             )
+            self.tokens_run += len(active)
             cache = returned_cache(out)
             logits = out.logits[:, -1, :].float()
         return [

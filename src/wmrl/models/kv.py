@@ -83,6 +83,21 @@ def prompt_micro_batches(
     return batches
 
 
+def positions_run(ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, share_prefix: bool = True) -> int:
+    """How many token positions :func:`causal_lm_logits` computes for these rows (padding included): the shared
+    prefix once plus every row's rest, or every row in full.
+
+    >>> ids = torch.tensor([[1] * 40 + [5, 6], [1] * 40 + [7, 8]])
+    >>> positions_run(ids, torch.ones_like(ids), logits_to_keep=2), positions_run(ids, torch.ones_like(ids), 2, False)
+    (44, 84)
+    """
+    rows, length = ids.shape
+    shared = min(common_prefix_length(ids, attention_mask), length - logits_to_keep) if share_prefix else 0
+    if rows == 1 or shared < MIN_SHARED_PREFIX:
+        return rows * length
+    return shared + rows * (length - shared)
+
+
 def causal_lm_logits(
     model: Any,
     ids: torch.Tensor,

@@ -39,7 +39,7 @@ from wmrl.algorithms.grpo import (
 )
 from wmrl.generation.engine import GenerationEngine
 from wmrl.models import LoraSettings
-from wmrl.models.kv import causal_lm_logits, prompt_micro_batches
+from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
 from wmrl.modules.base import RLModule
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
@@ -185,6 +185,8 @@ class GRPOModule(RLModule):
         self._eval_samples: list[dict[str, list[float]]] = []  # per evaluation: task -> per-sample positions
         self.train_history: list[dict[str, float]] = []  # per step of this fit: real reward, valid rate, ...
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
+        self._generated_positions = 0  # token positions the engine computed in the last rollout
+        self._parameter_count = sum(p.numel() for p in self.policy.parameters())
 
     def _build_engine(self, engine: EngineFactory | None, batch_size: int) -> GenerationEngine:
         if engine is None:
@@ -231,8 +233,10 @@ class GRPOModule(RLModule):
             prompt = real.prompt(task_id)
             starter = real.starter(task_id) if hasattr(real, "starter") else None
             states += [agent.start(task_id, group, prompt, env, starter) for _ in range(plan.group_size)]
+        before = self.engine.tokens_run
         for key, seconds in agent.run(states, seed=seed).items():
             self.add_time(key, seconds)
+        self._generated_positions = self.engine.tokens_run - before
         return collate(states, self.tokenizer.pad_token_id)
 
     def rollout_metrics(self, batch: RolloutBatch, plan: RolloutPlan) -> dict[str, float]:
@@ -288,7 +292,13 @@ class GRPOModule(RLModule):
         # Ranks may hold different numbers of micro-batches (their prompts differ), and DDP and FSDP reduce
         # gradients in every synchronised backward: all but the last accumulate locally, so each rank reduces once.
         no_sync = getattr(self.trainer.strategy.model, "no_sync", None)
+        # what the update's forward passes compute (per pass: the policy's, its backward, the reference's), logged
+        # with the generation's and the parameter count so that a benchmark can set G against its compute floor
+        totals["tokens/generate"] = float(self._generated_positions)
+        totals["tokens/update"] = 0.0
+        totals["model/parameters"] = float(self._parameter_count)
         for index, chunk in enumerate(chunks):
+            totals["tokens/update"] += float(self._positions_run(batch, chunk))
             out = self._micro_batch_loss(batch, chunk, mask, normaliser, max_tokens)
             last = index == len(chunks) - 1
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
@@ -309,6 +319,15 @@ class GRPOModule(RLModule):
         totals.update(self.engine.metrics())  # vLLM: canary/engine_change, canary/policy_change
         totals["train/skipped_step"] = 0.0
         return totals
+
+    def _positions_run(self, batch: RolloutBatch, rows: list[int]) -> int:
+        """Token positions one forward pass over this micro-batch computes (as :meth:`_micro_batch_loss` runs it)."""
+        attention = batch.attention_mask[rows]
+        length = int(attention.sum(1).max())
+        window_mask = batch.response_mask[rows][:, :length]
+        first = int(window_mask.float().argmax(1)[window_mask.any(1)].min()) if bool(window_mask.any()) else length
+        return positions_run(batch.input_ids[rows][:, :length], attention[:, :length], length - first + 1,
+                             self.hparams.share_prefix)
 
     def _micro_batch_loss(self, batch: RolloutBatch, rows: list[int], mask, normaliser: float, max_tokens: int):
         hp = self.hparams

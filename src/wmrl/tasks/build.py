@@ -133,15 +133,18 @@ class BuiltTask:
         return self.references()["linear_baseline"]
 
     def starter_solution(self, name: str) -> str:
-        """A starter by name: a reference solution (``linear_baseline`` is the prompt's) or ``heavy_boosting``
-        (the heavy execution tier's, :func:`wmrl.tasks.references.heavy_starter`)."""
-        from wmrl.tasks.references import HEAVY_STARTER, heavy_starter
+        """A starter by name: a reference solution (``linear_baseline`` is the prompt's), ``heavy_boosting``
+        (the heavy execution tier's, :func:`wmrl.tasks.references.heavy_starter`) or ``heavy_stacking`` (the
+        paper's regime, :func:`wmrl.tasks.references.stacking_starter`)."""
+        from wmrl.tasks.references import HEAVY_STARTER, STACKING_STARTER, heavy_starter, stacking_starter
 
         if name == HEAVY_STARTER:
             return heavy_starter(self.spec, self.columns)
+        if name == STACKING_STARTER:
+            return stacking_starter(self.spec, self.columns)
         references = self.references()
         if name not in references:
-            raise KeyError(f"task {self.id!r} has no starter {name!r}; choose {HEAVY_STARTER} or one of its "
+            raise KeyError(f"task {self.id!r} has no starter {name!r}; choose {HEAVY_STARTER}, {STACKING_STARTER} or one of its "
                            f"reference solutions: {', '.join(sorted(references))}")
         return references[name]
 
