@@ -236,18 +236,18 @@ def test_the_learning_summary_json_checks_and_figures_from_logged_runs(tmp_path)
 
 @pytest.mark.parametrize("arm", ["real_grpo", "wmrl"])
 def test_the_cpu_heavy_arms_instantiate_in_the_papers_regime(arm, tmp_path, monkeypatch):
-    """10 groups x 2 on the two heavy tasks with the stacking starter; one anchor group (a = 0.1); all rollouts in
-    one generation batch and a task's rows in one micro-batch (G near its floor, the same loss and gradients)."""
+    """10 groups x 2 on the two heavy tasks with the heavy starter; one anchor group (a = 0.1); all rollouts in
+    one generation batch and micro-batches of 8 rows of one task (G near its floor, the same loss and gradients)."""
     from wmrl.callbacks import AnchorRouting
 
     preset = speedup.PRESETS["cpu-heavy"]
     cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=True)
     env = cli.model.environments["real"]
-    assert env.starter_solution == "heavy_stacking" and env.log.use_cache is False
-    assert "cross_val_predict(booster" in env.prompt("airport_state")  # the agent is shown the stack
+    assert env.starter_solution == "heavy_boosting" and env.log.use_cache is False
+    assert "HistGradientBoostingClassifier(max_iter=1000" in env.prompt("airport_state")  # shown the long run
     assert cli.datamodule.train_tasks == ["digits_recognition", "airport_state"]
     assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (10, 2)
-    assert (cli.model.hparams.micro_batch_size, cli.model.engine.max_batch_size) == (20, 20)
+    assert (cli.model.hparams.micro_batch_size, cli.model.engine.max_batch_size) == (8, 20)
     routing = [c for c in cli.trainer.callbacks if isinstance(c, AnchorRouting)]
     assert [r.anchors_for(10) for r in routing] == ([1] if arm == "wmrl" else [])
 
@@ -287,3 +287,20 @@ def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tm
     assert "## The paper's regime: checks" in text and "## G against its compute floor" in text
     assert "| Real-execution GRPO | 150 | 10000 | 30.0 | 13.3 | 2.2 | 5000 | 70.0 | 20.0 | 3.5 |" in text
     assert not (results / "RESULTS.md").exists() and not (results / "RESULTS-learn.md").exists()
+
+
+def test_g_floor_measures_the_preset_step_under_the_quickstarts_batching_and_its_own(tmp_path, monkeypatch):
+    """benchmarks/g_floor.py's two settings instantiate: one step of the pure-world-model arm (nothing executed),
+    no held-out evaluation, the quickstart's batching before and the preset's after."""
+    spec_ = importlib.util.spec_from_file_location("g_floor", ROOT / "benchmarks" / "g_floor.py")
+    g_floor = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(g_floor)
+    preset = speedup.PRESETS["cpu-heavy"]
+    monkeypatch.chdir(tmp_path)
+    for model, expected in ((g_floor.BEFORE, (4, 8)), ({}, (8, 20))):
+        config = tmp_path / "g.yaml"
+        config.write_text(yaml.safe_dump(g_floor.floor_config(preset, model, tmp_path / "run")))
+        cli = lightning_cli(["-c", str(ROOT / preset.base), "-c", str(config)], run=False)
+        assert (cli.model.hparams.micro_batch_size, cli.model.engine.max_batch_size) == expected
+        assert cli.trainer.max_steps == 1 and cli.trainer.limit_val_batches == 0
+        assert cli.model.environments["real"].starter_solution == "heavy_boosting"
