@@ -36,6 +36,10 @@ tabular training tasks, chosen on the train split), 4 steps of 4 groups x 3 roll
 its build cost is reported with the results), calibration constants scaled to 4 steps, 6 held-out samples per
 task; it writes ``RESULTS-learn.md`` and ``results/cpu-learn.json`` with each arm's paired gain over the starting
 policy and the issue's checks. ``gpu-learn`` is the same on one CUDA GPU (``benchmarks/gpu_learn.sh``).
+``cpu-heavy`` (the paper's regime, attempted): 10 groups x 2 rollouts with one anchor group (a = 0.1), the two heavy
+training tasks with the heavy starter, G kept near its floor by batching; it writes ``RESULTS-heavy.md`` and
+``results/cpu-heavy.json`` with the regime's checks (execution share, ratio, fraction of the limit) and generation
+and update against their compute floor (``benchmarks/g_floor.py`` measures G before and after the batching).
 ``gpu``: ``configs/autoresearch/paper_4b.yaml`` with the engine and world model of its ``paper_4b_vllm.yaml``
 overlay, and the paper ablation overlays (vLLM for rollouts and the world model; the LLM world model in ``generate`` mode), the train
 split, the paper's step budget unless ``--steps`` says otherwise.
