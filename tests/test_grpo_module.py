@@ -261,3 +261,18 @@ def test_both_domains_share_one_training_step_whose_seed_has_the_rank_term():
             module.training_step(["task_a"], 0)
         seeds.append(planted.value.args[0])
     assert seeds == [rollout_seed(7, 0, r) for r in (0, 1, 2)] == [7, 100_010, 200_013]
+
+
+def test_a_step_logs_the_positions_its_passes_computed_for_the_compute_floor():
+    """tokens/update counts what the policy's forward passes computed (a shared prompt once per micro-batch), so it
+    falls when rows share their prompt; tokens/generate what the engine computed; model/parameters the policy's."""
+    logged = {}
+    for share in (True, False):
+        module = make_module(group_size=2, micro_batch_size=4, share_prefix=share)
+        t = trainer(1)
+        t.fit(module, torch.utils.data.DataLoader(Tasks("task_a", "task_a"), batch_size=None))
+        logged[share] = {k: float(t.callback_metrics[k]) for k in ("tokens/update", "tokens/generate",
+                                                                    "model/parameters")}
+        assert logged[share]["model/parameters"] == sum(p.numel() for p in module.policy.parameters())
+        assert logged[share]["tokens/generate"] > 0
+    assert 0 < logged[True]["tokens/update"] < logged[False]["tokens/update"]

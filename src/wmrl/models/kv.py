@@ -83,6 +83,14 @@ def prompt_micro_batches(
     return batches
 
 
+def shared_prefix(ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, share_prefix: bool = True) -> int:
+    """How many leading tokens :func:`causal_lm_logits` runs once for all rows (0: every row runs in full): the
+    prefix common to every row that no kept logit needs, when it is at least :data:`MIN_SHARED_PREFIX` long."""
+    rows, length = ids.shape
+    shared = min(common_prefix_length(ids, attention_mask), length - logits_to_keep) if share_prefix else 0
+    return 0 if rows == 1 or shared < MIN_SHARED_PREFIX else shared
+
+
 def positions_run(ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int, share_prefix: bool = True) -> int:
     """How many token positions :func:`causal_lm_logits` computes for these rows (padding included): the shared
     prefix once plus every row's rest, or every row in full.
@@ -92,9 +100,7 @@ def positions_run(ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_kee
     (44, 84)
     """
     rows, length = ids.shape
-    shared = min(common_prefix_length(ids, attention_mask), length - logits_to_keep) if share_prefix else 0
-    if rows == 1 or shared < MIN_SHARED_PREFIX:
-        return rows * length
+    shared = shared_prefix(ids, attention_mask, logits_to_keep, share_prefix)
     return shared + rows * (length - shared)
 
 
@@ -113,8 +119,8 @@ def causal_lm_logits(
     (``tests/test_kv.py``).
     """
     rows, length = ids.shape
-    shared = min(common_prefix_length(ids, attention_mask), length - logits_to_keep) if share_prefix else 0
-    if rows == 1 or shared < MIN_SHARED_PREFIX:
+    shared = shared_prefix(ids, attention_mask, logits_to_keep, share_prefix)
+    if not shared:
         return model(input_ids=ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep).logits
     head = model(input_ids=ids[:1, :shared], use_cache=True, logits_to_keep=1)
     cache = returned_cache(head)

@@ -25,8 +25,8 @@ import logging
 import math
 import time
 import warnings
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -298,8 +298,8 @@ class GRPOModule(RLModule):
         totals["tokens/update"] = 0.0
         totals["model/parameters"] = float(self._parameter_count)
         for index, chunk in enumerate(chunks):
-            totals["tokens/update"] += float(self._positions_run(batch, chunk))
-            out = self._micro_batch_loss(batch, chunk, mask, normaliser, max_tokens)
+            out, positions = self._micro_batch_loss(batch, chunk, mask, normaliser, max_tokens)
+            totals["tokens/update"] += float(positions)
             last = index == len(chunks) - 1
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
                 self.manual_backward(out.loss)
@@ -320,15 +320,6 @@ class GRPOModule(RLModule):
         totals["train/skipped_step"] = 0.0
         return totals
 
-    def _positions_run(self, batch: RolloutBatch, rows: list[int]) -> int:
-        """Token positions one forward pass over this micro-batch computes (as :meth:`_micro_batch_loss` runs it)."""
-        attention = batch.attention_mask[rows]
-        length = int(attention.sum(1).max())
-        window_mask = batch.response_mask[rows][:, :length]
-        first = int(window_mask.float().argmax(1)[window_mask.any(1)].min()) if bool(window_mask.any()) else length
-        return positions_run(batch.input_ids[rows][:, :length], attention[:, :length], length - first + 1,
-                             self.hparams.share_prefix)
-
     def _micro_batch_loss(self, batch: RolloutBatch, rows: list[int], mask, normaliser: float, max_tokens: int):
         hp = self.hparams
         device = self.device  # rollouts stay on the CPU for the callbacks; each micro-batch goes to the policy's device
@@ -340,11 +331,12 @@ class GRPOModule(RLModule):
         first = int(window_mask.float().argmax(1)[window_mask.any(1)].min())
         window = slice(first - 1, length)  # logits at p-1 predict the token at p
         keep = length - first + 1
+        positions = positions_run(ids, attention, keep, hp.share_prefix)  # what this pass computes (the floor's)
         logits = causal_lm_logits(self.policy, ids, attention, keep, share_prefix=hp.share_prefix)
         logprobs = token_logprobs(logits, ids[:, window], temperature=hp.temperature)
         entropy = entropy_from_logits(logits, temperature=hp.temperature) if hp.entropy_coef > 0 else None
         ref = self._reference_logprobs(ids, attention, window, keep) if hp.kl_coef > 0 else None
-        return grpo_loss(
+        out = grpo_loss(
             logprobs,
             batch.old_logprobs[rows][:, window].to(device),
             ref,
@@ -358,6 +350,7 @@ class GRPOModule(RLModule):
             normaliser=normaliser,
             max_tokens=max_tokens,
         )
+        return out, positions
 
     @torch.no_grad()
     def _reference_logprobs(self, ids, attention, window: slice, keep: int) -> torch.Tensor:

@@ -305,9 +305,10 @@ HEAVY_STARTER = "heavy_boosting"
 _HEAVY_PARAMS = "max_iter=1000, learning_rate=0.05, max_leaf_nodes=31, early_stopping=False, random_state=0"
 
 
-def _boosting(spec: TaskSpec, columns: dict[str, str], starter: str, params: str) -> tuple[str, list[str], bool, str]:
+def _boosting(spec: TaskSpec, columns: dict[str, str], starter: str,
+              params: str) -> tuple[str, list[str], bool, str, str]:
     """What a boosting starter needs of a tabular task: the prediction kind, the categorical columns, whether it
-    classifies, and the boosting estimator's call (Poisson loss for positive targets)."""
+    classifies, the boosting estimator's class name and its call (Poisson loss for positive targets)."""
     from wmrl.tasks.metrics import METRICS
 
     if spec.type in ("forecast", "survival"):
@@ -316,14 +317,13 @@ def _boosting(spec: TaskSpec, columns: dict[str, str], starter: str, params: str
     categorical = [c for c, k in columns.items() if k == "categorical" and c not in (*spec.target, "id")]
     classify = spec.type in ("binary", "multiclass")
     estimator = "HistGradientBoostingClassifier" if classify else "HistGradientBoostingRegressor"
-    return kind, categorical, classify, f'{estimator}(loss="poisson", {params})' if kind == "positive" \
-        else f"{estimator}({params})"
+    call = f'{estimator}(loss="poisson", {params})' if kind == "positive" else f"{estimator}({params})"
+    return kind, categorical, classify, estimator, call
 
 
 def heavy_starter(spec: TaskSpec, columns: dict[str, str]) -> str:
     """The heavy tier's starter solution for a tabular task (see :data:`HEAVY_STARTER`)."""
-    kind, categorical, _, booster = _boosting(spec, columns, HEAVY_STARTER, _HEAVY_PARAMS)
-    estimator = booster.split("(")[0]
+    kind, categorical, _, estimator, booster = _boosting(spec, columns, HEAVY_STARTER, _HEAVY_PARAMS)
     prep = (_MEDIAN, _ORDINAL, "from sklearn.preprocessing import OrdinalEncoder")
     return _tabular_script(spec, kind, categorical, prep, f"from sklearn.ensemble import {estimator}", booster)
 
@@ -366,8 +366,7 @@ numeric += stack
 def stacking_starter(spec: TaskSpec, columns: dict[str, str]) -> str:
     """The paper's-regime starter for a tabular task (see :data:`STACKING_STARTER`): the linear baseline with the
     stacking block before its validation split."""
-    kind, categorical, classify, booster = _boosting(spec, columns, STACKING_STARTER, _STACKING_PARAMS)
-    estimator = booster.split("(")[0]
+    kind, categorical, classify, estimator, booster = _boosting(spec, columns, STACKING_STARTER, _STACKING_PARAMS)
     block = _STACKING.substitute(booster=booster, folds="StratifiedKFold" if classify else "KFold",
                                  method=', method="predict_proba"' if classify else "",
                                  predict="predict_proba" if classify else "predict")
