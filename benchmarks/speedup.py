@@ -572,13 +572,18 @@ def regime_markdown(summary: dict[str, dict], limit: Limit | None) -> list[str]:
     """The regime section: the checks, then generation and update against their compute floor."""
     lines = ["## The paper's regime: checks", "", "| check | measured | holds |", "|---|---|---|"]
     lines += [f"| {c} | {m} | {'yes' if ok else 'no'} |" for c, m, ok in regime_checks(summary, limit)]
+    lines += ["", "Held-out score against the starting policy (the same evaluation seeds: a paired gain, resampling "
+              "samples within tasks):", "", "| arm | held-out [95% CI] | paired gain over the start [95% CI] |",
+              "|---|---|---|"]
+    lines += [f"| {r['label']} | {interval_text(r['held_out'])} | {interval_text(r['gain_over_start'])} |"
+              for r in summary.values()]
     lines += ["", "## G against its compute floor", "",
               "Per training step: the token positions the passes computed, the measured seconds, the floor (2 x "
               "parameters FLOPs a position and pass, the update's three passes, at the float32 matmul throughput "
               "measured before and after the arm; attention's quadratic terms left out) and measured / floor.", "",
               "| arm | matmul GFLOP/s | generate tokens | generate s | floor s | x floor | update tokens | update s "
               "| floor s | x floor |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for a, r in summary.items():
+    for r in summary.values():
         f = r.get("compute_floor")
         if not f:
             continue

@@ -285,6 +285,9 @@ def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tm
     assert checks["full WMRL's held-out score within real GRPO's interval or above (difference, 95% interval)"][1]
     text = (results / "RESULTS-heavy.md").read_text()
     assert "## The paper's regime: checks" in text and "## G against its compute floor" in text
+    import re  # the paired gain over the start (0.3 on every task), its interval around it
+
+    assert re.search(r"\| Full WMRL \| \+0\.600 \[\+0\.5\d\d, \+0\.6\d\d\] \| \+0\.300 \[\+0\.2\d\d, \+0\.3\d\d\] \|", text)
     assert "| Real-execution GRPO | 150 | 10000 | 30.0 | 13.3 | 2.2 | 5000 | 70.0 | 20.0 | 3.5 |" in text
     assert not (results / "RESULTS.md").exists() and not (results / "RESULTS-learn.md").exists()
 
