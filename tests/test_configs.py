@@ -19,6 +19,8 @@ OVERLAY_BASES = {"configs/debug/": ["configs/autoresearch/quickstart.yaml"],
                  "configs/autoresearch/paper_4b_vllm.yaml": ["configs/autoresearch/paper_4b.yaml"],
                  "configs/strategy/": ["configs/autoresearch/quickstart.yaml"],
                  "configs/tasks/": ["configs/autoresearch/quickstart.yaml"],
+                 "configs/vla/arms/pusht.yaml": [],
+                 "configs/vla/arms/": ["configs/vla/arms/pusht.yaml"],
                  "benchmarks/": ["configs/autoresearch/quickstart.yaml", "configs/autoresearch/ablations/cpu/wmrl.yaml"]}
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins (the vLLM engine
 # and world-model backend stay: they import vllm only when they first generate).
@@ -41,7 +43,13 @@ ABLATIONS = {
 }
 
 
+# The paper's VLA table (benchmarks/vla_arms.py): each arm's overlay on configs/vla/arms/pusht.yaml.
+VLA_ARMS = {"pusht": [], "smolvla": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"], "wmrl": FULL}
+
+
 def expected_callbacks(name: str) -> list[str] | None:
+    if name.startswith("configs/vla/arms/"):
+        return VLA_ARMS[Path(name).stem]
     if name in ("configs/autoresearch/world_models/learned.yaml", "configs/autoresearch/paper_4b_vllm.yaml"):
         return FULL
     if name.startswith("configs/autoresearch/ablations/"):
@@ -114,11 +122,18 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
                 from wmrl.environments.learned import LearnedWorldModel
 
                 assert isinstance(c.world_model, LearnedWorldModel) and c.world_model.execution_log
+            elif isinstance(c, WorldModelReward) and name.startswith("configs/vla/"):
+                from wmrl.vla.progress_world_model import ProgressWorldModel
+
+                assert isinstance(c.world_model, ProgressWorldModel) and c.world_model.refresh_every == 0  # frozen
+                assert c.side_grade == ("raw_world_model" not in name)
             elif isinstance(c, WorldModelReward):
                 assert isinstance(c.world_model, LMWorldModel) and c.world_model.model_name == "policy"
                 assert c.side_grade == ("pure_world_model" not in name)
-            if isinstance(c, AnchorRouting) and "pure_world_model" in name:
+            if isinstance(c, AnchorRouting) and ("pure_world_model" in name or "raw_world_model" in name):
                 assert c.anchors_for(8) == 0
+            if isinstance(c, AnchorRouting) and name == "configs/vla/arms/wmrl.yaml":
+                assert c.anchors_for(cli.datamodule.groups_per_step) == 1  # one group in eight: the paper's ~10%
 
 
 def check_fsdp_overlay(config: Path, args: list[str]) -> None:

@@ -30,6 +30,10 @@ def test_episodes_round_trip_through_a_local_lerobot_dataset_and_append(tmp_path
         np.testing.assert_array_equal(stored.actions, played.actions)
         np.testing.assert_array_equal(stored.env_states, played.env_states)
         assert stored.success == played.success
+        # the dense reward the dataset records (next.reward) comes back: what ProgressWorldModel(label="reward")
+        # learns from; the simulator's own value is the same coverage over the threshold, capped at 1
+        np.testing.assert_allclose(stored.reward, np.minimum(played.coverage / 0.85, 1.0), rtol=1e-6)
+        np.testing.assert_allclose(stored.progress_labels("reward"), played.reward, rtol=1e-6)
     with pytest.raises(FileNotFoundError, match="never downloads"):
         load_dataset(tmp_path / "absent", "lerobot/pusht")
     simulator.close()
@@ -97,3 +101,27 @@ def test_pusht_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_
             "reward/world_model_raw_mean", "fidelity/spearman_raw", "time/env", "sft/loss"} <= logged
     pairs_logged = [float(r["debias/pairs"]) for r in rows if r.get("debias/pairs")]
     assert pairs_logged[-1] == len(pairs)  # OnlineDebiasing saw exactly the recorded anchor pairs
+
+
+def test_progress_world_model_learns_the_demonstrations_recorded_reward_and_anchors_only_their_success():
+    """``label: reward`` trains on the demonstrations' dense reward; an anchor's label is its sparse success alone
+    (time progress if it succeeded, else 0), never the dense reward the simulator computed for it."""
+    from wmrl.vla.episode import Episode
+    from wmrl.vla.progress_world_model import ProgressWorldModel
+
+    def episode(success: bool, reward: list[float]) -> Episode:
+        steps = len(reward)
+        return Episode(0, np.zeros((steps, 2), np.float32), np.zeros((steps, 16), np.float32),
+                       np.zeros((steps, 2), np.float32), np.zeros(steps, np.float32), success,
+                       reward=np.array(reward, np.float32))
+
+    model = ProgressWorldModel(chunk_size=2, hidden=8, train_steps=0, label="reward")
+    model.fit_demonstrations([episode(False, [0.1, 0.3, 0.5])])
+    model.anchors = [episode(True, [0.2, 0.2, 0.2]), episode(False, [0.7, 0.8, 0.9])]
+    labels = model._training_set()["progress"].tolist()
+    assert labels == pytest.approx([0.1, 0.3, 0.5, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="label must be time or reward"):
+        ProgressWorldModel(label="coverage")
+    no_reward = Episode(0, np.zeros((2, 2)), np.zeros((2, 16)), np.zeros((2, 2)), np.zeros(2), True)
+    with pytest.raises(ValueError, match="no recorded dense reward"):
+        no_reward.progress_labels("reward")

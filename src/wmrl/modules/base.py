@@ -26,6 +26,10 @@ from wmrl.types import RolloutBatch, RolloutPlan
 
 log = logging.getLogger(__name__)
 
+#: under the run dir (``trainer.default_root_dir``): the held-out samples (LLM) or episodes (VLA), one line
+#: per evaluation
+EVAL_FILE = "heldout.jsonl"
+
 RANK_STRIDE = 100_003  # a prime: rank r's seeds never meet rank r+1's within 100k steps
 
 

@@ -40,14 +40,11 @@ from wmrl.algorithms.grpo import (
 from wmrl.generation.engine import GenerationEngine
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
-from wmrl.modules.base import RLModule
+from wmrl.modules.base import EVAL_FILE, RLModule
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
-
-#: under the run dir (``trainer.default_root_dir``): per-sample held-out positions, one line per evaluation
-EVAL_FILE = "heldout.jsonl"
 
 # Lightning warns at every checkpoint of a manually optimised module that the state saved is the one after the
 # optimizer step. That is the state wmrl means to save (a resumed run continues from it, exactly), so the

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +45,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.gaussian import chunk_nll, gaussian_kl, policy_gradient_loss
-from wmrl.modules.base import RLModule
+from wmrl.modules.base import EVAL_FILE, RLModule
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Turn
 from wmrl.vla.episode import Episode, EpisodeTrajectory, seed_of
 from wmrl.vla.policy import PolicySettings, VLAPolicy, observation_batch, to_pixels
@@ -200,7 +202,8 @@ class VLAGRPOModule(RLModule):
     def behaviour_cloning(self, demonstrations: list[Episode], steps: int, batch_size: int, lr: float) -> float:
         """The SFT stage: ``steps`` AdamW steps of the policy's own loss on demonstration chunks (every step of every
         episode; ``batch_size`` chunks drawn per step, in an order seeded by ``seed``). Returns the last loss, also
-        logged as ``sft/loss``. Called by :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart`."""
+        logged as ``sft/loss`` with ``sft/seconds`` and ``sft/demonstration_steps`` (the steps cloned). Called by
+        :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart`."""
         from rich.progress import Progress
 
         if not demonstrations:
@@ -221,6 +224,7 @@ class VLAGRPOModule(RLModule):
         is_pad = torch.as_tensor(np.array(pads)).to(self.device)
         optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
         generator = torch.Generator().manual_seed(self.hparams.seed)
+        started = time.perf_counter()
         self.policy.train()
         loss = torch.tensor(math.nan)
         with Progress(disable=not self.trainer.is_global_zero) as progress:
@@ -234,8 +238,10 @@ class VLAGRPOModule(RLModule):
                 if step % 25 == 0 or step == steps - 1:
                     progress.update(task, completed=step + 1, description=f"SFT loss {float(loss.detach()):.3f}")
         self.cloned_steps += steps
+        metrics = {"sft/loss": float(loss.detach()), "sft/seconds": time.perf_counter() - started,
+                   "sft/demonstration_steps": float(sum(len(e) for e in demonstrations))}
         for logger in self.loggers:
-            logger.log_metrics({"sft/loss": float(loss.detach())}, step=0)
+            logger.log_metrics(metrics, step=0)
         return float(loss.detach())
 
     # -- the method (the step itself is RLModule.training_step, shared with the LLM module) ---------------
@@ -322,6 +328,7 @@ class VLAGRPOModule(RLModule):
             # never reads (it would be a real execution's reward)
             "rollout/success_rate": float(np.mean([e.success for e in episodes])),
             "rollout/episode_steps": float(np.mean([len(e) for e in episodes])),
+            "rollout/simulator_steps": float(sum(len(e) for e in episodes)),
             "rollout/used_fraction": float(batch.used.float().mean()),
         }
         metrics.update(super().rollout_metrics(batch, plan))  # time/* of this step
@@ -330,32 +337,56 @@ class VLAGRPOModule(RLModule):
     # -- held-out evaluation (the simulator's success, no exploration noise) -----------------------------
     def evaluate(self, task_ids: list[str]) -> float:
         """Success rate of the policy's mean action chunks on ``task_ids`` (one episode each)."""
+        return float(np.mean([e["success"] for e in self.evaluate_episodes(task_ids)]))
+
+    def evaluate_episodes(self, task_ids: list[str]) -> list[dict]:
+        """One noise-free episode per initial state: ``{"task_id", "success", "coverage", "steps"}`` each
+        (``coverage``: the best goal coverage reached)."""
         self.policy.eval()
         episodes = self.simulator.play([seed_of(t) for t in task_ids], PolicyController(self.policy, 0.0, None),
                                        n_action_steps=self.policy.n_action_steps)
-        return float(np.mean([e.success for e in episodes]))
+        return [{"task_id": t, "success": float(e.success), "coverage": float(e.coverage.max(initial=0.0)),
+                 "steps": len(e)} for t, e in zip(task_ids, episodes, strict=True)]
+
+    def _held_out(self, task_ids: list[str]) -> float:
+        """Evaluate, keep the episodes in ``<run dir>/heldout.jsonl`` and return the success rate."""
+        episodes = self.evaluate_episodes(task_ids)
+        success = float(np.mean([e["success"] for e in episodes]))
+        self.eval_history.append(("start" if self.global_step == 0 else f"step {self.global_step}", success))
+        self._write_eval(episodes)
+        return success
+
+    def _write_eval(self, episodes: list[dict]) -> None:
+        """Append one line per evaluation to ``<run dir>/heldout.jsonl`` (``EVAL_FILE``, as the LLM module does):
+        paired intervals over initial states (``benchmarks/vla_arms.py``) need episodes, not means. Only a logging
+        run has a run dir, and only rank 0 writes."""
+        if not self.trainer.loggers or not self.trainer.is_global_zero:
+            return
+        path = Path(self.trainer.default_root_dir) / EVAL_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps({"split": "heldout", "step": self.global_step, "episodes": episodes}) + "\n")
 
     def on_train_start(self) -> None:
         datamodule = self.trainer.datamodule
         if not self.hparams.eval_at_start or self.global_step > 0:
             return
-        success = self.evaluate(datamodule.heldout_task_ids)
-        self.eval_history.append(("start", success))
+        success = self._held_out(datamodule.heldout_task_ids)
         rank_zero_info(f"held-out success before RL: {success:.3f} ({len(datamodule.heldout_task_ids)} initial states)")
         for logger in self.loggers:
             logger.log_metrics({"heldout/success": success}, step=0)
 
     def validation_step(self, task_ids: list[str], batch_idx: int) -> None:
-        success = self.evaluate(list(task_ids))
-        if not self.trainer.sanity_checking:
-            self.eval_history.append((f"step {self.global_step}", success))
-            self.log("heldout/success", success, batch_size=len(task_ids), prog_bar=True)
+        if self.trainer.sanity_checking:
+            self.evaluate(list(task_ids))
+            return
+        success = self._held_out(list(task_ids))
+        self.log("heldout/success", success, batch_size=len(task_ids), prog_bar=True)
 
     def on_fit_end(self) -> None:
         if self.eval_history and self.trainer.is_global_zero:
             lines = [f"  {when:>10}: success {value:.3f}" for when, value in self.eval_history]
             print("held-out success (simulator, no exploration noise):\n" + "\n".join(lines))
-
 
 def collate(trajectories: list[EpisodeTrajectory]) -> RolloutBatch:
     """A :class:`RolloutBatch` of episodes: rewards from their outcomes, no tokens (``[N, 0]`` token fields)."""

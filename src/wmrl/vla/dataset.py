@@ -121,5 +121,6 @@ def read_episodes(dataset) -> list[Episode]:
             actions=columns["action"][rows].astype(np.float32),
             coverage=np.full(int(rows.sum()), np.nan, dtype=np.float32),  # not stored: never a model input
             success=bool(success.any()),
+            reward=columns["next.reward"][rows].reshape(-1).astype(np.float32),
         ))
     return episodes

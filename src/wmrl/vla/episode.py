@@ -36,6 +36,9 @@ class Episode:
             policy's normalised action space (``K`` = the policy's ``n_action_steps`` <= ``H``: actions of a chunk
             that were never executed did not shape the outcome and carry no gradient); empty for scripted episodes.
         wall_seconds: simulator wall-clock of the episode.
+        reward: ``[T]`` float32 or ``None``, the dense reward after each step as a LeRobotDataset stores it
+            (``next.reward``: gym-pusht's goal coverage over the success threshold, capped at 1); what a reward
+            model may learn from in *demonstrations* (``ProgressWorldModel(label="reward")``), never from rollouts.
     """
 
     seed: int
@@ -47,6 +50,7 @@ class Episode:
     chunk_starts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     chunk_actions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 2), dtype=np.float32))
     wall_seconds: float = 0.0
+    reward: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         steps = len(self.actions)
@@ -65,14 +69,23 @@ class Episode:
     def __len__(self) -> int:
         return len(self.actions)
 
-    def progress_labels(self) -> np.ndarray:
-        """``[T]`` the progress target of each step: ``t / (T - 1)`` on successful episodes, 0 on failed ones.
+    def progress_labels(self, label: str = "time") -> np.ndarray:
+        """``[T]`` the progress target of each step. ``time``: ``t / (T - 1)`` on successful episodes, 0 on failed
+        ones (a progress estimator's usual label). ``reward``: the episode's recorded dense reward.
 
-        >>> e = Episode(0, np.zeros((3, 2)), np.zeros((3, 16)), np.zeros((3, 2)), np.zeros(3), True)
-        >>> e.progress_labels().tolist()
-        [0.0, 0.5, 1.0]
+        >>> e = Episode(0, np.zeros((3, 2)), np.zeros((3, 16)), np.zeros((3, 2)), np.zeros(3), True,
+        ...             reward=np.array([0.25, 0.5, 1.0], np.float32))
+        >>> e.progress_labels().tolist(), e.progress_labels("reward").tolist()
+        ([0.0, 0.5, 1.0], [0.25, 0.5, 1.0])
         """
         steps = len(self)
+        if label == "reward":
+            if self.reward is None or np.isnan(self.reward).any():
+                raise ValueError("this episode has no recorded dense reward (next.reward) to label progress with: "
+                                 "use label 'time', or demonstrations written by wmrl.vla.dataset")
+            return np.asarray(self.reward, dtype=np.float32)
+        if label != "time":
+            raise ValueError(f"progress label must be 'time' or 'reward' (got {label!r})")
         if not self.success or steps == 0:
             return np.zeros(steps, dtype=np.float32)
         return (np.arange(steps) / max(steps - 1, 1)).astype(np.float32)

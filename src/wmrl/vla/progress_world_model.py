@@ -50,6 +50,13 @@ class ProgressWorldModel:
             written there (so the next run starts pretrained). Never a hub id.
         invert: serve ``1 - reward`` (an anti-correlated world model, to check that it is detected).
         seed: seeds initialisation and minibatches.
+        label: the demonstrations' progress target. ``time``: ``t / (T - 1)`` on successful demonstrations, 0 on
+            failed ones (a progress estimator's usual label, as the paper's Robometer). ``reward``: the dense reward
+            the demonstrations' LeRobotDataset recorded (``next.reward``: goal coverage over the success threshold),
+            a reward model learned from offline rewards. On near-goal PushT the time label does not track success
+            (measured: rank correlation with success ~0 on SFT rollouts, 0.45 with ``reward``; docs/vla.md). Anchor
+            episodes are always labelled by their sparse success alone (``time``): the only real signal an anchor
+            carries.
     """
 
     source = Source.WORLD_MODEL
@@ -68,6 +75,7 @@ class ProgressWorldModel:
         checkpoint: str | None = None,
         invert: bool = False,
         seed: int = 0,
+        label: str = "time",
     ) -> None:
         key = "world_model.init_args."
         problems = []
@@ -77,12 +85,14 @@ class ProgressWorldModel:
             problems.append(f"{key}k must be in [1, frames // 2] = [1, {max(frames // 2, 1)}] (got {k})")
         if train_steps < 0 or refresh_steps < 0 or refresh_every < 0:
             problems.append(f"{key}train_steps, refresh_steps and refresh_every must be >= 0")
+        if label not in ("time", "reward"):
+            problems.append(f"{key}label must be time or reward (got {label!r})")
         if checkpoint is not None and Path(checkpoint).is_dir():
             problems.append(f"{key}checkpoint {checkpoint!r} is a directory: give a reward-model file path "
                             "(e.g. runs/vla/reward_model.pt)")
         if problems:
             raise ValueError("invalid ProgressWorldModel configuration:\n  - " + "\n  - ".join(problems))
-        self.frames, self.k, self.invert = frames, k, invert
+        self.frames, self.k, self.invert, self.label = frames, k, invert, label
         self.train_steps, self.refresh_every, self.refresh_steps = train_steps, refresh_every, refresh_steps
         self.batch_size, self.lr = batch_size, lr
         self.generator = torch.Generator().manual_seed(seed)
@@ -140,10 +150,10 @@ class ProgressWorldModel:
 
     def _training_set(self) -> dict[str, torch.Tensor]:
         parts, labels = [], []
-        for episode in [*self.demonstrations, *self.anchors]:
+        for episode, label in [*((d, self.label) for d in self.demonstrations), *((a, "time") for a in self.anchors)]:
             steps = np.arange(len(episode))
             parts.append(episode_samples(episode, steps, self.model.chunk_size))
-            labels.append(torch.as_tensor(episode.progress_labels()))
+            labels.append(torch.as_tensor(episode.progress_labels(label)))
         batch = {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
         batch["progress"] = torch.cat(labels)
         return batch

@@ -214,6 +214,7 @@ class PushTSimulator:
                 chunk_starts=np.array(log["starts"], dtype=np.int64),
                 chunk_actions=np.array(log["chunks"], dtype=np.float32).reshape(-1, horizon, 2),
                 wall_seconds=seconds,
+                reward=np.minimum(np.array(log["coverage"], dtype=np.float32) / self.success_threshold, 1.0),
             ))
             if frames is not None:
                 frames.append(np.stack(log["frames"]))
