@@ -44,7 +44,8 @@ ABLATIONS = {
 
 
 # The paper's VLA table (benchmarks/vla_arms.py): each arm's overlay on configs/vla/arms/pusht.yaml.
-VLA_ARMS = {"pusht": [], "smolvla": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"], "wmrl": FULL}
+VLA_ARMS = {"pusht": [], "smolvla": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"], "wmrl": FULL,
+            "sparse_budget": []}
 
 
 def expected_callbacks(name: str) -> list[str] | None:

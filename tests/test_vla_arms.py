@@ -20,7 +20,8 @@ sys.modules["vla_arms"] = vla_arms
 spec.loader.exec_module(vla_arms)
 
 EXPECTED = {"sparse_grpo": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"],
-            "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"]}
+            "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
+            "sparse_budget": []}
 
 
 @pytest.mark.parametrize("preset", sorted(vla_arms.PRESETS))
@@ -43,11 +44,12 @@ def test_every_arm_instantiates_with_its_callbacks_and_shares_the_start(preset, 
     shared = (warm_start.steps, model.hparams.lr, model.hparams.exploration_std, model.hparams.seed,
               data.train_seeds, data.heldout_seeds, data.num_demonstrations, cli.trainer.max_steps)
     expected = {"pusht": (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 464)), 200, 150),
-                "smolvla": (1000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 164)), 200, 30)}[preset]
+                "smolvla": (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 264)), 200, 100)}[preset]
     assert shared == expected
 
 
-def write_run(run_dir: Path, evaluations: dict[int, list[float]], metrics: list[dict], wall: float = 60.0) -> None:
+def write_run(run_dir: Path, evaluations: dict[int, list[float]], metrics: list[dict], wall: float = 60.0,
+              noisy: dict[int, list[float]] | None = None) -> None:
     """A finished arm as ``wmrl fit`` leaves it: ``heldout.jsonl``, a CSV logger's ``metrics.csv``, the script's
     ``vla_arm.json``."""
     run_dir.mkdir(parents=True)
@@ -55,6 +57,9 @@ def write_run(run_dir: Path, evaluations: dict[int, list[float]], metrics: list[
         for step, successes in evaluations.items():
             episodes = [{"task_id": f"pusht-seed-{64 + i}", "success": s, "coverage": s, "steps": 50}
                         for i, s in enumerate(successes)]
+            for i, episode in enumerate(episodes):
+                if noisy is not None:
+                    episode["noisy_success"] = noisy[step][i]
             f.write(json.dumps({"split": "heldout", "step": step, "episodes": episodes}) + "\n")
     rows = [{"sft/loss": 0.03, "sft/seconds": 17.0, "sft/demonstration_steps": 9000.0, "step": 0}, *metrics]
     columns = sorted({k for r in rows for k in r})
@@ -81,14 +86,19 @@ def step_rows(steps: int, anchors: int, corrections: bool) -> list[dict]:
 
 def synthetic_sitting(out: Path) -> None:
     """100 held-out states; SFT succeeds on the first 30. Sparse GRPO adds 30 (states 30-59) and loses none;
-    the raw world model adds 10 and loses 5; WMRL adds what sparse GRPO does plus states 60-64."""
+    the raw world model adds 10 and loses 5; WMRL adds what sparse GRPO does plus states 60-64; sparse GRPO at
+    WMRL's real-label budget adds 15."""
     sft = [1.0] * 30 + [0.0] * 70
     sparse = [1.0] * 60 + [0.0] * 40
     raw = [0.0] * 5 + [1.0] * 25 + [1.0] * 10 + [0.0] * 60
     wmrl = [1.0] * 65 + [0.0] * 35
-    write_run(out / "sparse_grpo", {0: sft, 5: sparse}, step_rows(5, 64, False))
-    write_run(out / "raw_world_model", {0: sft, 5: raw}, step_rows(5, 0, False))
-    write_run(out / "wmrl", {0: sft, 5: wmrl}, step_rows(5, 8, True))
+    noisy_sft = [1.0] * 40 + [0.0] * 60  # with the exploration noise: SFT 0.40, every RL arm 0.50
+    noisy_after = [1.0] * 50 + [0.0] * 50
+    write_run(out / "sparse_grpo", {0: sft, 5: sparse}, step_rows(5, 64, False), noisy={0: noisy_sft, 5: noisy_after})
+    write_run(out / "raw_world_model", {0: sft, 5: raw}, step_rows(5, 0, False), noisy={0: noisy_sft, 5: noisy_after})
+    write_run(out / "wmrl", {0: sft, 5: wmrl}, step_rows(5, 8, True), noisy={0: noisy_sft, 5: noisy_after})
+    budget = [1.0] * 45 + [0.0] * 55  # sparse GRPO with WMRL's real-label budget: 15 more than SFT
+    write_run(out / "sparse_budget", {0: sft, 5: budget}, step_rows(5, 8, False), noisy={0: noisy_sft, 5: noisy_after})
 
 
 def test_statistics_on_synthetic_episodes(tmp_path):
@@ -114,11 +124,18 @@ def test_statistics_on_synthetic_episodes(tmp_path):
     assert wmrl["corrections"]["anchor_pairs"] == 40.0 and wmrl["corrections"]["denoise_weight"] == 2.0
     assert raw["corrections"]["anchor_pairs"] is None
     assert wmrl["curve"] == {"0": pytest.approx(0.30), "5": pytest.approx(0.65)}
+    # the noisy evaluation, reported beside: SFT 0.40 -> 0.50 in every arm, paired; equal to sparse GRPO exactly
+    assert summary["sft"]["held_out_noisy"]["point"] == pytest.approx(0.40)
+    assert wmrl["held_out_noisy"]["point"] == pytest.approx(0.50) and wmrl["gain_over_sft_noisy"]["low"] > 0
+    assert wmrl["difference_to_sparse_grpo_noisy"] == {"point": 0.0, "low": 0.0, "high": 0.0}
 
     bars = vla_arms.checks(summary)
     assert [ok for _, _, ok in bars] == [True, True]
+    assert wmrl["difference_to_sparse_budget"]["point"] == pytest.approx(0.20)
+    assert wmrl["difference_to_sparse_budget"]["low"] > 0
     assert vla_arms.ordering(summary) == ("WMRL (anchors + debiasing + denoising) > GRPO, sparse success > "
-                                          "GRPO, raw world model > SFT only")
+                                          "GRPO, sparse success, WMRL's real-label budget > GRPO, raw world model > "
+                                          "SFT only")
 
 
 def test_arms_that_started_from_different_policies_are_refused(tmp_path):
@@ -148,11 +165,12 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     (results / "RESULTS-vla.md").write_text("old tables\n## Reading (by hand, 2026-12-02)\nkept\n")
     vla_arms.main(["--out", str(out), "--results", str(results), "--reuse"])
     report = json.loads((results / "results" / "vla-arms.json").read_text())
-    assert set(report["arms"]) == {"sft", "sparse_grpo", "raw_world_model", "wmrl"}
+    assert set(report["arms"]) == {"sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget"}
     assert [c["met"] for c in report["checks"]] == [True, True]
     assert report["arms"]["sparse_grpo"]["gain_over_sft"]["point"] == pytest.approx(0.30)
     text = (results / "RESULTS-vla.md").read_text()
     assert "| SFT only | 0.300" in text and "old tables" not in text and text.endswith("kept\n")
+    assert "| SFT only | 0.400 [" in text  # the noisy evaluation's table
     assert "arms read from an earlier sitting" in text
 
 

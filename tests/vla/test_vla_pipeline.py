@@ -125,3 +125,25 @@ def test_progress_world_model_learns_the_demonstrations_recorded_reward_and_anch
     no_reward = Episode(0, np.zeros((2, 2)), np.zeros((2, 16)), np.zeros((2, 2)), np.zeros(2), True)
     with pytest.raises(ValueError, match="no recorded dense reward"):
         no_reward.progress_labels("reward")
+
+
+def test_noisy_held_out_episodes_are_reproducible_and_leave_the_noise_free_ones_alone():
+    """``eval_noisy_episodes`` adds the Gaussian policy's success per state, from its own seeded generator: two
+    evaluations agree, and the noise-free episodes are those of an evaluation without it."""
+    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.policy import PolicySettings, VLAPolicy
+    from wmrl.vla.simulator import PushTSimulator
+
+    torch.manual_seed(0)
+    simulator = PushTSimulator(max_episode_steps=15, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
+    module = VLAGRPOModule(simulator=simulator, policy_instance=VLAPolicy(PolicySettings(chunk_size=4, n_action_steps=2)),
+                           exploration_std=0.3, eval_noisy_episodes=2)
+    tasks = [f"pusht-seed-{s}" for s in range(3)]
+    first, second = module.evaluate_episodes(tasks, noisy=2), module.evaluate_episodes(tasks, noisy=2)
+    plain = module.evaluate_episodes(tasks)
+    assert first == second and [e["noisy_success"] in (0.0, 0.5, 1.0) for e in first] == [True] * 3
+    assert [{k: v for k, v in e.items() if k != "noisy_success"} for e in first] == plain
+    assert "noisy_success" not in plain[0]
+    with pytest.raises(ValueError, match="eval_noisy_episodes must be >= 0"):
+        VLAGRPOModule(simulator=simulator, policy_instance=module.policy, eval_noisy_episodes=-1)
+    simulator.close()
