@@ -24,9 +24,9 @@ corrections' state at the end (anchor pairs, calibration refits, the world model
 real success on the anchors, raw and calibrated, and the denoising weight). The ordering of the rows is reported
 as measured.
 
-    .venv312/bin/python benchmarks/vla_arms.py                     # ACT, 2 CPU cores: about 40 minutes
-    .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # two arms at a time (one torch thread each)
-    .venv312/bin/python benchmarks/vla_arms.py --preset smolvla    # the tiny SmolVLA at a smaller budget
+    .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # ACT, two arms at a time: 15 minutes on 2 cores
+    .venv312/bin/python benchmarks/vla_arms.py                     # one arm at a time (not timed)
+    .venv312/bin/python benchmarks/vla_arms.py --preset smolvla --jobs 2   # the tiny SmolVLA, smaller budget: 13 min
     .venv312/bin/python benchmarks/vla_arms.py --reuse             # finished arms are read, not rerun
     .venv312/bin/python benchmarks/vla_arms.py --trainer.max_steps=20   # wmrl fit flags go to every arm
 
@@ -109,7 +109,7 @@ def arm_command(preset: Preset, arm: str, run_dir: Path, extra: list[str]) -> li
 
 
 def finished(run_dir: Path) -> bool:
-    """A run whose ``heldout.jsonl`` has an evaluation after training (and whose process ended well)."""
+    """A run whose process ended well and left its ``heldout.jsonl`` (``--reuse`` reads it instead of rerunning)."""
     meta = run_dir / "vla_arm.json"
     return meta.is_file() and (run_dir / EVAL_FILE).is_file() and json.loads(meta.read_text()).get("returncode") == 0
 
@@ -123,8 +123,8 @@ def run_arm(preset: Preset, arm: str, run_dir: Path, extra: list[str]) -> subpro
     run_dir.mkdir(parents=True)
     command = arm_command(preset, arm, run_dir, extra)
     print(f"[vla_arms] {arm}: {' '.join(command)}", flush=True)
-    log = (run_dir / "fit.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    with (run_dir / "fit.log").open("w") as log:  # the child keeps its own descriptor
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     process.wmrl_started = time.perf_counter()  # type: ignore[attr-defined]
     process.wmrl_meta = {"arm": arm, "command": " ".join(command), "load_before": os.getloadavg()[0],  # type: ignore[attr-defined]
                          "loads": []}
