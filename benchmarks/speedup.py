@@ -55,7 +55,6 @@ import contextlib
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -66,7 +65,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, paired_gain  # noqa: F401 (tests use speedup.*)
+from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, interval, interval_text, paired_gain  # noqa: F401 (tests use speedup.*)
+from wmrl.report import kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl")
@@ -400,23 +400,6 @@ def speedup_limit(real: ArmResult, wmrl: ArmResult, rollouts_per_step: int) -> L
 
 
 # -- writing RESULTS.md and figures ----------------------------------------------------------------------------
-def machine() -> str:
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{os.cpu_count()} CPU cores ({cpu}), {memory:.0f} GiB RAM, {gpu}; Python {platform.python_version()}, "
-            f"torch {torch.__version__}")
-
-
 def figures(results: dict[str, ArmResult], target: Path, prefix: str = "speedup_") -> list[str]:
     import matplotlib
 
@@ -474,16 +457,6 @@ def starting_samples(results: dict[str, ArmResult]) -> dict[str, list[float]] | 
     """The starting policy's held-out samples: evaluated once, in the first arm run (every arm starts from the same
     policy and evaluates with the same seeds, so the pairs hold for every arm)."""
     return next((r.start_positions for r in results.values() if r.start_positions), None)
-
-
-def interval(point_low_high: tuple[float, float, float]) -> dict[str, float]:
-    point, low, high = point_low_high
-    return {"point": point, "low": low, "high": high}
-
-
-def interval_text(i: dict | None) -> str:
-    """``+0.120 [+0.040, +0.200]`` (``-`` for none)."""
-    return "-" if i is None else f"{i['point']:+.3f} [{i['low']:+.3f}, {i['high']:+.3f}]"
 
 
 def summarise(results: dict[str, ArmResult]) -> dict[str, dict]:
@@ -803,16 +776,6 @@ def results_markdown(preset_name: str, preset: Preset, results: dict[str, ArmRes
     lines += list(extra or [])
     lines += ["## Figures", ""] + [f"![{n}]({figure_dir}/{n})" for n in figure_names] + [""]
     return "\n".join(lines)
-
-
-BY_HAND = "## Reading (by hand"  # the heading of a section a person wrote under the tables
-
-
-def kept_by_hand(previous: str) -> str:
-    """The hand-written reading of an earlier RESULTS.md (from its ``## Reading (by hand`` heading on), which a
-    regeneration keeps: its heading carries the date it was written, so the reader can tell it from the tables."""
-    at = previous.find("\n" + BY_HAND)
-    return "" if at < 0 else "\n" + previous[at + 1 :].rstrip("\n") + "\n"
 
 
 def probe_text(probe: list[float] | None) -> str:

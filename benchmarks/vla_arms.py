@@ -42,7 +42,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -54,8 +53,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from wmrl.algorithms.stats import bootstrap_mean, paired_gain  # noqa: E402
+from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paired_gain  # noqa: E402
 from wmrl.modules.base import EVAL_FILE  # noqa: E402
+from wmrl.report import find_metrics, kept_by_hand, machine  # noqa: E402
 
 ARMS = ("sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget")
 RL_ARMS = ARMS[1:]
@@ -197,8 +197,6 @@ def read_arm(run_dir: Path, arm: str) -> ArmRun:
     """An arm's ``heldout.jsonl`` (every evaluation, episode by episode) and its ``metrics.csv`` rows."""
     import csv
 
-    from wmrl.report import find_metrics
-
     evaluations: dict[int, dict[str, float]] = {}
     noisy: dict[int, dict[str, float]] = {}
     for line in (run_dir / EVAL_FILE).read_text().splitlines():
@@ -207,30 +205,20 @@ def read_arm(run_dir: Path, arm: str) -> ArmRun:
             evaluations[int(record["step"])] = {e["task_id"]: float(e["success"]) for e in record["episodes"]}
             if all("noisy_success" in e for e in record["episodes"]):
                 noisy[int(record["step"])] = {e["task_id"]: float(e["noisy_success"]) for e in record["episodes"]}
-    rows = []
+    rows, sft = [], {}
     with find_metrics(run_dir).open() as f:
         for row in csv.DictReader(f):
             values = {k: float(v) for k, v in row.items() if v not in ("", None)}
             if "time/step" in values:
                 rows.append(values)
+            # the SFT stage's cost and last loss, logged once before RL (sft/seconds, sft/demonstration_steps)
+            sft.update({k.split("/", 1)[1]: v for k, v in values.items() if k.startswith("sft/")})
     meta_file = run_dir / "vla_arm.json"
     meta = json.loads(meta_file.read_text()) if meta_file.is_file() else {}
-    return ArmRun(arm, evaluations, rows, meta, noisy)
+    return ArmRun(arm, evaluations, rows, {**meta, "sft": sft}, noisy)
 
 
 # -- statistics ------------------------------------------------------------------------------------------------
-def interval(point_low_high: tuple[float, float, float]) -> dict[str, float]:
-    point, low, high = point_low_high
-    return {"point": point, "low": low, "high": high}
-
-
-def interval_text(i: dict | None, signed: bool = True) -> str:
-    if i is None:
-        return "-"
-    f = "+.3f" if signed else ".3f"
-    return f"{i['point']:{f}} [{i['low']:{f}}, {i['high']:{f}}]"
-
-
 def aligned(a: dict[str, float], b: dict[str, float]) -> tuple[list[float], list[float]]:
     """The two evaluations' successes on the same initial states, in one order (they must cover the same ones)."""
     if sorted(a) != sorted(b):
@@ -355,11 +343,6 @@ def ordering(summary: dict[str, dict]) -> str:
     return text
 
 
-def machine() -> str:
-    cpus = os.cpu_count()
-    return f"{platform.node() or 'unknown'}: {cpus} CPUs, {platform.platform()}, Python {platform.python_version()}"
-
-
 def markdown(name: str, preset: Preset, summary: dict[str, dict], command: str, sitting: str) -> list[str]:
     lines = [
         f"# The paper's VLA table at CPU scale: `{name}` ({preset.note})",
@@ -428,12 +411,6 @@ def markdown(name: str, preset: Preset, summary: dict[str, dict], command: str, 
     return lines
 
 
-def kept_by_hand(previous: str) -> str:
-    """The ``## Reading (by hand, ...)`` section of the previous results, kept when the tables are regenerated."""
-    marker = "## Reading (by hand"
-    return previous[previous.index(marker):] if marker in previous else ""
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="pusht")
@@ -455,8 +432,6 @@ def main(argv: list[str] | None = None) -> None:
     todo = [a for a in args.arms if not (args.reuse and finished(out / a))]
     run_arms(preset, todo, out, extra, args.jobs)
     runs = {arm: read_arm(out / arm, arm) for arm in RL_ARMS if arm in args.arms}
-    for arm, run in runs.items():
-        run.meta.setdefault("sft", sft_stage(out / arm))
     summary = summarise(runs)
     command = "python benchmarks/vla_arms.py " + " ".join(argv if argv is not None else sys.argv[1:])
     sitting = (f"one sitting, {started:%Y-%m-%d %H:%M} UTC, {args.jobs} arm(s) at a time"
@@ -471,23 +446,8 @@ def main(argv: list[str] | None = None) -> None:
     previous = target.read_text() if target.is_file() else ""
     text = "\n".join(markdown(args.preset, preset, summary, command, sitting)) + "\n"
     kept = kept_by_hand(previous)
-    target.write_text(text + ("\n" + kept if kept else ""))
+    target.write_text(text + kept)
     print("\n".join(markdown(args.preset, preset, summary, command, sitting)))
-
-
-def sft_stage(run_dir: Path) -> dict:
-    """The SFT stage's cost, as the run logged it (``sft/seconds``, ``sft/demonstration_steps``)."""
-    import csv
-
-    from wmrl.report import find_metrics
-
-    out = {}
-    with find_metrics(run_dir).open() as f:
-        for row in csv.DictReader(f):
-            for key in ("sft/seconds", "sft/demonstration_steps", "sft/loss"):
-                if row.get(key):
-                    out[key.split("/", 1)[1]] = float(row[key])
-    return out
 
 
 if __name__ == "__main__":

@@ -99,3 +99,25 @@ def describe_gain(gain: float, low: float, high: float, unchanged: bool) -> str:
     if high < 0:
         return f"got worse: {interval} (below 0)"
     return f"within noise: {interval} includes 0, so this run shows no measurable change"
+
+
+def interval(point_low_high: tuple[float, float, float]) -> dict[str, float]:
+    """A ``(point, low, high)`` from the functions above as the dict the benchmarks' JSON records.
+
+    >>> interval((0.1, 0.0, 0.2))
+    {'point': 0.1, 'low': 0.0, 'high': 0.2}
+    """
+    point, low, high = point_low_high
+    return {"point": point, "low": low, "high": high}
+
+
+def interval_text(i: dict | None, signed: bool = True) -> str:
+    """``+0.120 [+0.040, +0.200]`` (``-`` for none; ``signed=False`` for a level, not a change).
+
+    >>> interval_text({"point": 0.12, "low": 0.04, "high": 0.2}), interval_text(None)
+    ('+0.120 [+0.040, +0.200]', '-')
+    """
+    if i is None:
+        return "-"
+    f = "+.3f" if signed else ".3f"
+    return f"{i['point']:{f}} [{i['low']:{f}}, {i['high']:{f}}]"

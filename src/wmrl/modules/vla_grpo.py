@@ -410,6 +410,7 @@ class VLAGRPOModule(RLModule):
             lines = [f"  {when:>10}: success {value:.3f}" for when, value in self.eval_history]
             print("held-out success (simulator, no exploration noise):\n" + "\n".join(lines))
 
+
 def collate(trajectories: list[EpisodeTrajectory]) -> RolloutBatch:
     """A :class:`RolloutBatch` of episodes: rewards from their outcomes, no tokens (``[N, 0]`` token fields)."""
     n = len(trajectories)

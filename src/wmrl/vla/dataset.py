@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wmrl.vla.episode import PUSHT_TASK, Episode
+from wmrl.vla.episode import PUSHT_TASK, Episode, dense_reward
 from wmrl.vla.requirements import require_lerobot
 
 FPS = 10  # gym-pusht's control rate
@@ -63,13 +63,14 @@ def append_episodes(dataset, episodes: Sequence[Episode], success_threshold: flo
         raise ValueError("this LeRobotDataset stores observation.image: pass the episodes' frames")
     indices = []
     for k, episode in enumerate(episodes):
+        reward = dense_reward(episode.coverage, success_threshold)
         for t in range(len(episode)):
             frame = {
                 "observation.state": episode.states[t],
                 "observation.environment_state": episode.env_states[t],
                 "action": episode.actions[t],
                 "next.success": np.array([episode.success and t == len(episode) - 1]),
-                "next.reward": np.array([min(episode.coverage[t] / success_threshold, 1.0)], dtype=np.float32),
+                "next.reward": reward[t : t + 1],
                 "task": PUSHT_TASK,
             }
             if with_images:

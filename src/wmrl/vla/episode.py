@@ -19,6 +19,16 @@ from wmrl.types import Trajectory
 PUSHT_TASK = "Push the T-shaped block onto the T-shaped target."
 
 
+def dense_reward(coverage: np.ndarray, success_threshold: float) -> np.ndarray:
+    """``[T]`` gym-pusht's dense reward as a LeRobotDataset records it (``next.reward``): goal coverage over the
+    success threshold, capped at 1.
+
+    >>> dense_reward(np.array([0.2, 0.9]), 0.8).tolist()
+    [0.25, 1.0]
+    """
+    return np.minimum(np.asarray(coverage, dtype=np.float32) / np.float32(success_threshold), 1.0)
+
+
 @dataclass
 class Episode:
     """One rollout in the simulator. ``T`` = control steps, ``C`` = action chunks, ``H`` = chunk length.

@@ -23,7 +23,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from wmrl.types import Outcome, Source, Status
-from wmrl.vla.episode import Episode
+from wmrl.vla.episode import Episode, dense_reward
 from wmrl.vla.requirements import require_lerobot
 from wmrl.vla.scripted import GOAL_POSE, ScriptedPushTPolicy
 
@@ -214,7 +214,7 @@ class PushTSimulator:
                 chunk_starts=np.array(log["starts"], dtype=np.int64),
                 chunk_actions=np.array(log["chunks"], dtype=np.float32).reshape(-1, horizon, 2),
                 wall_seconds=seconds,
-                reward=np.minimum(np.array(log["coverage"], dtype=np.float32) / self.success_threshold, 1.0),
+                reward=dense_reward(np.array(log["coverage"]), self.success_threshold),
             ))
             if frames is not None:
                 frames.append(np.stack(log["frames"]))
