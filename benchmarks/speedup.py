@@ -66,7 +66,7 @@ import pandas as pd
 import yaml
 
 from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, interval, interval_text, paired_gain  # noqa: F401 (tests use speedup.*)
-from wmrl.report import kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
+from wmrl.report import cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl")
@@ -249,21 +249,6 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
     overlay["model"] = {"init_args": model}
     overlay["data"] = {"init_args": data}
     return overlay
-
-
-def cpu_probe(size: int = 768, repeats: int = 20) -> float:
-    """Seconds for a fixed float32 matrix-product workload (best of 3): the machine's speed around an arm.
-
-    A shared or virtual machine's speed drifts between hours (measured here: the same rollouts took 20% less
-    generation and update time in a later session), which a ratio of two arms cannot tell from the method."""
-    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ a
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:

@@ -69,7 +69,8 @@ def write_run(run_dir: Path, evaluations: dict[int, list[float]], metrics: list[
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    (run_dir / "vla_arm.json").write_text(json.dumps({"returncode": 0, "process_wall_s": wall, "load_mean": 1.0}))
+    (run_dir / "vla_arm.json").write_text(json.dumps({"returncode": 0, "process_wall_s": wall, "load_mean": 1.0,
+                                                          "probe_s": [0.5, 0.55]}))
 
 
 def step_rows(steps: int, anchors: int, corrections: bool) -> list[dict]:
@@ -169,6 +170,7 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     text = (results / "RESULTS-vla.md").read_text()
     assert "| SFT only | 0.300" in text and "old tables" not in text and text.endswith("kept\n")
     assert "| SFT only | 0.400 [" in text  # the noisy evaluation's table
+    assert "One seed" in text and "sparse_grpo 1.0, 0.50 / 0.55 s" in text  # seeds, load and speed probe recorded
     assert "arms read from an earlier sitting" in text
 
 

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -282,6 +283,21 @@ window.addEventListener("load", () => {{  // how many figures rendered (checked 
 
 
 # -- shared by the benchmarks' result pages (benchmarks/speedup.py, benchmarks/vla_arms.py) -----------------
+def cpu_probe(size: int = 768, repeats: int = 20) -> float:
+    """Seconds for a fixed float32 matrix-product workload (best of 3): the machine's speed around an arm.
+
+    A shared or virtual machine's speed drifts between hours (measured here: the same rollouts took 20% less
+    generation and update time in a later session), which a ratio of two arms cannot tell from the method."""
+    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ a
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def machine() -> str:
     """The machine a benchmark ran on, in one line (CPU model, cores, memory, GPU, Python and torch)."""
     import torch
