@@ -66,7 +66,7 @@ import pandas as pd
 import yaml
 
 from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, interval, interval_text, paired_gain  # noqa: F401 (tests use speedup.*)
-from wmrl.report import cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
+from wmrl.report import best_matmul_seconds, cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl")
@@ -257,13 +257,7 @@ def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
     import torch
 
     a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ a
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 * repeats / best / 1e9
+    return 2 * size**3 * repeats / best_matmul_seconds(a, repeats) / 1e9
 
 
 def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool) -> dict:

@@ -288,7 +288,11 @@ def cpu_probe(size: int = 768, repeats: int = 20) -> float:
 
     A shared or virtual machine's speed drifts between hours (measured here: the same rollouts took 20% less
     generation and update time in a later session), which a ratio of two arms cannot tell from the method."""
-    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+    return best_matmul_seconds(np.random.default_rng(0).standard_normal((size, size), dtype=np.float32), repeats)
+
+
+def best_matmul_seconds(a, repeats: int) -> float:
+    """Seconds for ``repeats`` products ``a @ a`` (a NumPy array or a torch tensor), the best of 3 tries."""
     best = math.inf
     for _ in range(3):
         start = time.perf_counter()
