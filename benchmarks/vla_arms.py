@@ -14,6 +14,10 @@ world-model reward 39.2 and WMRL 41.2. This script measures the same four rows o
   by the world model, calibrated online on the anchors; anchor advantages weighted by inverse variance).
 - Not a row of the paper's table, **sparse GRPO at WMRL's real-label budget**: ``+ configs/vla/arms/sparse_budget.yaml``
   (one group per step: as many real-graded episodes as WMRL's anchors).
+- A diagnostic, not a row of the paper's table either (ACT preset), **GRPO on a perfect progress world model**:
+  ``+ configs/vla/arms/shaped_oracle.yaml`` (every group graded by the simulator's own dense reward, read and shaped
+  exactly as the world model's predictions are). It separates the world model's errors from the shaping
+  objective's own mismatch with success.
 
 Each RL arm is one ``wmrl fit`` process (the same seed, demonstrations, SFT, initial states and step budget). From
 what the runs wrote (``heldout.jsonl``: every held-out episode; ``metrics.csv``: every step) it reports per arm:
@@ -57,13 +61,15 @@ from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paire
 from wmrl.modules.base import EVAL_FILE  # noqa: E402
 from wmrl.report import cpu_probe, find_metrics, kept_by_hand, machine  # noqa: E402
 
-ARMS = ("sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget")
+ARMS = ("sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget", "shaped_oracle")
 RL_ARMS = ARMS[1:]
 LABELS = {"sft": "SFT only", "sparse_grpo": "GRPO, sparse success", "raw_world_model": "GRPO, raw world model",
           "wmrl": "WMRL (anchors + debiasing + denoising)",
-          "sparse_budget": "GRPO, sparse success, WMRL's real-label budget"}
-# LIBERO-Long success (%) of the paper's VLA table; the budget-matched arm is not one of its rows
-PAPER = {"sft": 37.4, "sparse_grpo": 38.3, "raw_world_model": 39.2, "wmrl": 41.2, "sparse_budget": None}
+          "sparse_budget": "GRPO, sparse success, WMRL's real-label budget",
+          "shaped_oracle": "GRPO, a perfect progress model (the simulator's shaped dense reward)"}
+# LIBERO-Long success (%) of the paper's VLA table; the budget-matched and the oracle arm are not among its rows
+PAPER = {"sft": 37.4, "sparse_grpo": 38.3, "raw_world_model": 39.2, "wmrl": 41.2, "sparse_budget": None,
+         "shaped_oracle": None}
 FIT_FLAGS = ("--trainer.", "--model.", "--data.", "--seed_everything=")
 TASK = "pusht"  # every held-out initial state is a sample of one task: the bootstrap resamples initial states
 
@@ -73,7 +79,7 @@ class Preset:
     """Which configs make the arms, and where the results go."""
 
     base: str
-    overlays: dict[str, tuple[str, ...]]  # RL arm -> overlays on ``base``
+    overlays: dict[str, tuple[str, ...]]  # RL arm -> overlays on ``base`` (the preset's arms)
     results: str  # markdown name under benchmarks/
     json_name: str  # under benchmarks/results/
     overrides: tuple[str, ...] = ()  # command-line flags every arm gets
@@ -84,7 +90,8 @@ PRESETS = {
     "pusht": Preset(
         base="configs/vla/arms/pusht.yaml",
         overlays={"sparse_grpo": (), "raw_world_model": ("configs/vla/arms/raw_world_model.yaml",),
-                  "wmrl": ("configs/vla/arms/wmrl.yaml",), "sparse_budget": ("configs/vla/arms/sparse_budget.yaml",)},
+                  "wmrl": ("configs/vla/arms/wmrl.yaml",), "sparse_budget": ("configs/vla/arms/sparse_budget.yaml",),
+                  "shaped_oracle": ("configs/vla/arms/shaped_oracle.yaml",)},
         results="RESULTS-vla.md", json_name="vla-arms.json",
         note="state-based LeRobot ACT (88k parameters)",
     ),
@@ -424,7 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="pusht")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "vla_arms", help="run directories go under <out>/<preset>")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks", help="where RESULTS-vla*.md and results/ go")
-    parser.add_argument("--arms", nargs="+", choices=RL_ARMS, default=list(RL_ARMS), help="RL arms to run (SFT comes with any)")
+    parser.add_argument("--arms", nargs="+", choices=RL_ARMS, help="RL arms to run (SFT comes with any; default: the "
+                        "preset's arms)")
     parser.add_argument("--jobs", type=int, default=1, help="arms run at a time (each uses one torch thread)")
     parser.add_argument("--reuse", action="store_true", help="read finished arms instead of rerunning them")
     args, extra = parser.parse_known_args(argv)  # wmrl fit flags for every arm, e.g. --trainer.max_steps=20
@@ -435,6 +443,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
     preset = PRESETS[args.preset]
+    args.arms = args.arms or [a for a in RL_ARMS if a in preset.overlays]
+    missing = [a for a in args.arms if a not in preset.overlays]
+    if missing:
+        parser.error(f"--arms {' '.join(missing)}: not an arm of --preset {args.preset} "
+                     f"(its arms: {' '.join(preset.overlays)})")
     out = args.out / args.preset
     started = datetime.datetime.now(datetime.UTC)
     todo = [a for a in args.arms if not (args.reuse and finished(out / a))]

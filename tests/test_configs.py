@@ -45,7 +45,7 @@ ABLATIONS = {
 
 # The paper's VLA table (benchmarks/vla_arms.py): each arm's overlay on configs/vla/arms/pusht.yaml.
 VLA_ARMS = {"pusht": [], "smolvla": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"], "wmrl": FULL,
-            "sparse_budget": []}
+            "sparse_budget": [], "shaped_oracle": []}
 
 
 def expected_callbacks(name: str) -> list[str] | None:

@@ -21,14 +21,14 @@ spec.loader.exec_module(vla_arms)
 
 EXPECTED = {"sparse_grpo": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"],
             "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
-            "sparse_budget": []}
+            "sparse_budget": [], "shaped_oracle": []}
 
 
-@pytest.mark.parametrize("preset", sorted(vla_arms.PRESETS))
-@pytest.mark.parametrize("arm", vla_arms.RL_ARMS)
+@pytest.mark.parametrize(("preset", "arm"), [(p, a) for p in sorted(vla_arms.PRESETS) for a in vla_arms.PRESETS[p].overlays])
 def test_every_arm_instantiates_with_its_callbacks_and_shares_the_start(preset, arm, tmp_path, monkeypatch):
     """Each arm is the base config plus its overlays (as the script runs it): the callbacks the arm names, and the
-    same simulator, policy, SFT stage, initial states and step budget as every other arm of the preset."""
+    same simulator, policy, SFT stage, initial states and step budget as every other arm of the preset. Only the
+    oracle arm's simulator grades by the shaped dense reward; the demonstrations' simulator is the same in all."""
     from wmrl.callbacks import RLCallback
 
     monkeypatch.chdir(tmp_path)
@@ -46,6 +46,11 @@ def test_every_arm_instantiates_with_its_callbacks_and_shares_the_start(preset, 
     expected = {"pusht": (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 464)), 200, 150),
                 "smolvla": (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 264)), 200, 100)}[preset]
     assert shared == expected
+    assert model.simulator.reward == ("shaped" if arm == "shaped_oracle" else "success")
+    simulator = ("max_episode_steps", "success_threshold", "initial_states", "max_offset", "max_angle")
+    assert data.simulator.reward == "success"
+    assert [getattr(model.simulator, f) for f in simulator] == [getattr(data.simulator, f) for f in simulator] \
+        == [100, 0.85, "near_goal", 25.0, 0.25]
 
 
 def write_run(run_dir: Path, evaluations: dict[int, list[float]], metrics: list[dict], wall: float = 60.0,
@@ -88,7 +93,7 @@ def step_rows(steps: int, anchors: int, corrections: bool) -> list[dict]:
 def synthetic_sitting(out: Path) -> None:
     """100 held-out states; SFT succeeds on the first 30. Sparse GRPO adds 30 (states 30-59) and loses none;
     the raw world model adds 10 and loses 5; WMRL adds what sparse GRPO does plus states 60-64; sparse GRPO at
-    WMRL's real-label budget adds 15."""
+    WMRL's real-label budget adds 15; the perfect progress model (the oracle's shaped reward) adds 3."""
     sft = [1.0] * 30 + [0.0] * 70
     sparse = [1.0] * 60 + [0.0] * 40
     raw = [0.0] * 5 + [1.0] * 25 + [1.0] * 10 + [0.0] * 60
@@ -100,6 +105,8 @@ def synthetic_sitting(out: Path) -> None:
     write_run(out / "wmrl", {0: sft, 5: wmrl}, step_rows(5, 8, True), noisy={0: noisy_sft, 5: noisy_after})
     budget = [1.0] * 45 + [0.0] * 55  # sparse GRPO with WMRL's real-label budget: 15 more than SFT
     write_run(out / "sparse_budget", {0: sft, 5: budget}, step_rows(5, 8, False), noisy={0: noisy_sft, 5: noisy_after})
+    oracle = [1.0] * 33 + [0.0] * 67
+    write_run(out / "shaped_oracle", {0: sft, 5: oracle}, step_rows(5, 64, False), noisy={0: noisy_sft, 5: noisy_after})
 
 
 def test_statistics_on_synthetic_episodes(tmp_path):
@@ -132,8 +139,12 @@ def test_statistics_on_synthetic_episodes(tmp_path):
     assert [ok for _, _, ok in bars] == [True, True]
     assert wmrl["difference_to_sparse_budget"]["point"] == pytest.approx(0.20)
     assert wmrl["difference_to_sparse_budget"]["low"] > 0
+    # the oracle: 27 states fewer than sparse GRPO, none more: a paired difference below 0
+    oracle = summary["shaped_oracle"]["difference_to_sparse_grpo"]
+    assert oracle["point"] == pytest.approx(-0.27) and oracle["high"] < 0
     assert vla_arms.ordering(summary) == ("WMRL (anchors + debiasing + denoising) > GRPO, sparse success > "
                                           "GRPO, sparse success, WMRL's real-label budget > GRPO, raw world model > "
+                                          "GRPO, a perfect progress model (the simulator's shaped dense reward) > "
                                           "SFT only")
 
 
@@ -164,7 +175,7 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     (results / "RESULTS-vla.md").write_text("old tables\n## Reading (by hand, 2026-12-02)\nkept\n")
     vla_arms.main(["--out", str(out), "--results", str(results), "--reuse"])
     report = json.loads((results / "results" / "vla-arms.json").read_text())
-    assert set(report["arms"]) == {"sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget"}
+    assert set(report["arms"]) == {"sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget", "shaped_oracle"}
     assert [c["met"] for c in report["checks"]] == [True, True]
     assert report["arms"]["sparse_grpo"]["gain_over_sft"]["point"] == pytest.approx(0.30)
     text = (results / "RESULTS-vla.md").read_text()
@@ -178,5 +189,8 @@ def test_unknown_flags_are_refused_and_fit_flags_pass_through(tmp_path, capsys):
     with pytest.raises(SystemExit):
         vla_arms.main(["--out", str(tmp_path), "--steps", "3"])
     assert "wmrl fit flags for every arm start with" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the diagnostic arm belongs to the ACT preset only
+        vla_arms.main(["--out", str(tmp_path), "--preset", "smolvla", "--arms", "shaped_oracle"])
+    assert "not an arm of --preset smolvla" in capsys.readouterr().err
     command = vla_arms.arm_command(vla_arms.PRESETS["pusht"], "wmrl", tmp_path, ["--trainer.max_steps=3"])
     assert command[-1] == "--trainer.max_steps=3" and str(ROOT / "configs/vla/arms/wmrl.yaml") in command

@@ -39,6 +39,27 @@ def test_episodes_round_trip_through_a_local_lerobot_dataset_and_append(tmp_path
     simulator.close()
 
 
+def test_simulator_shaped_reward_is_a_perfect_progress_models_and_success_stays_the_default():
+    from wmrl.vla.reward_model import frame_indices, shaped_reward
+    from wmrl.vla.simulator import PushTSimulator, ScriptedController
+
+    settings = dict(max_episode_steps=40, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
+    sparse, shaped = PushTSimulator(**settings), PushTSimulator(**settings, reward="shaped")
+    episodes = sparse.play([100_000, 100_001, 100_002, 100_003], ScriptedController(noise=0.5, seed=0))
+    assert [o.reward for o in sparse.grade(episodes)] == [1.0 if e.success else 0.0 for e in episodes]
+    graded = [o.reward for o in shaped.grade(episodes)]
+    for episode, reward in zip(episodes, graded, strict=True):
+        progress = np.minimum(episode.coverage / 0.85, 1.0)[frame_indices(len(episode), 8)]
+        assert reward == pytest.approx(shaped_reward(progress, 3))  # last 3 of 8 frames minus the first 3
+        assert 0.0 <= reward <= 1.0
+    assert len(set(graded)) > 1  # a dense signal, not the 0/1 success
+    with pytest.raises(ValueError, match="simulator reward must be success or shaped"):
+        PushTSimulator(reward="dense")
+    with pytest.raises(ValueError, match="shaping_k in"):
+        PushTSimulator(reward="shaped", shaping_frames=4, shaping_k=3)
+    sparse.close()
+
+
 def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_the_chunk_closer():
     from wmrl.vla.policy import PolicySettings, VLAPolicy, observation_batch
 

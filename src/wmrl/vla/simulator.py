@@ -24,6 +24,7 @@ import numpy as np
 
 from wmrl.types import Outcome, Source, Status
 from wmrl.vla.episode import Episode, dense_reward
+from wmrl.vla.reward_model import frame_indices, shaped_reward
 from wmrl.vla.requirements import require_lerobot
 from wmrl.vla.scripted import GOAL_POSE, ScriptedPushTPolicy
 
@@ -76,7 +77,8 @@ class ReplayController:
 
 
 class PushTSimulator:
-    """gym-pusht episodes from seeded initial states, graded by sparse success.
+    """gym-pusht episodes from seeded initial states, graded by sparse success (or, as a diagnostic, by the
+    shaped dense reward a perfect progress model would give).
 
     Args:
         max_episode_steps: control steps per episode (10 Hz; gym-pusht's LeRobot config uses 300).
@@ -84,6 +86,14 @@ class PushTSimulator:
         initial_states: ``near_goal`` (CPU default) or ``gym`` (the benchmark's reset distribution).
         max_offset: ``near_goal`` only: the block's largest distance from the goal pose (pixels).
         max_angle: ``near_goal`` only: the block's largest rotation from the goal pose (radians).
+        reward: what ``grade`` returns. ``success``: the sparse 0/1 success (the real reward of the VLA path).
+            ``shaped``: the simulator's own dense reward (goal coverage over the threshold, capped at 1) read at
+            ``shaping_frames`` evenly spaced steps and shaped as the progress world model shapes its predictions
+            (mean of the last ``shaping_k`` minus the first ``shaping_k``): the reward of a *perfect* progress
+            world model, to tell a world model's errors from the shaping objective's own mismatch with success.
+            Held-out evaluation always counts success.
+        shaping_frames: ``shaped`` only: steps read per episode (the paper's 8).
+        shaping_k: ``shaped`` only: the shaping window (the paper's 3).
     """
 
     source = Source.REAL
@@ -95,6 +105,9 @@ class PushTSimulator:
         initial_states: InitialStates = "near_goal",
         max_offset: float = 60.0,
         max_angle: float = 0.6,
+        reward: str = "success",
+        shaping_frames: int = 8,
+        shaping_k: int = 3,
     ) -> None:
         problems = []
         if max_episode_steps < 1:
@@ -103,11 +116,17 @@ class PushTSimulator:
             problems.append(f"simulator success_threshold must be in (0, 1], e.g. 0.95 (got {success_threshold})")
         if initial_states not in ("near_goal", "gym"):
             problems.append(f"simulator initial_states must be near_goal or gym (got {initial_states!r})")
+        if reward not in ("success", "shaped"):
+            problems.append(f"simulator reward must be success or shaped (got {reward!r})")
+        if shaping_frames < 2 or not 1 <= shaping_k <= shaping_frames // 2:
+            problems.append(f"simulator shaping_frames must be >= 2 and shaping_k in [1, shaping_frames // 2] "
+                            f"(got {shaping_frames}, {shaping_k})")
         if problems:
             raise ValueError("invalid PushTSimulator configuration (model.init_args.simulator):\n  - "
                              + "\n  - ".join(problems))
         self.max_episode_steps, self.success_threshold = max_episode_steps, success_threshold
         self.initial_states, self.max_offset, self.max_angle = initial_states, max_offset, max_angle
+        self.reward, self.shaping_frames, self.shaping_k = reward, shaping_frames, shaping_k
         self._envs: list = []
 
     # -- initial states --------------------------------------------------------------------------------
@@ -221,10 +240,17 @@ class PushTSimulator:
         return episodes
 
     def grade(self, episodes: Sequence[Episode]) -> list[Outcome]:
-        """The sparse success of each episode (1.0 or 0.0); ``score`` is the best coverage reached."""
+        """The sparse success of each episode (1.0 or 0.0), or its shaped dense reward (``reward: shaped``);
+        ``score`` is the best coverage reached."""
         return [
-            Outcome(Status.VALID, 1.0 if e.success else 0.0, score=float(e.coverage.max(initial=0.0)),
+            Outcome(Status.VALID, self._reward(e), score=float(e.coverage.max(initial=0.0)),
                     feedback="success" if e.success else "no success", wall_seconds=e.wall_seconds,
                     source=Source.REAL)
             for e in episodes
         ]
+
+    def _reward(self, episode: Episode) -> float:
+        if self.reward == "success":
+            return 1.0 if episode.success else 0.0
+        steps = frame_indices(len(episode), self.shaping_frames)
+        return shaped_reward(dense_reward(episode.coverage, self.success_threshold)[steps], self.shaping_k)
