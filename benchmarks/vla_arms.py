@@ -28,7 +28,7 @@ corrections' state at the end (anchor pairs, calibration refits, the world model
 real success on the anchors, raw and calibrated, and the denoising weight). The ordering of the rows is reported
 as measured.
 
-    .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # ACT, two arms at a time: 15 minutes on 2 cores
+    .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # ACT, two arms at a time: 22 minutes on 2 cores
     .venv312/bin/python benchmarks/vla_arms.py                     # one arm at a time (not timed)
     .venv312/bin/python benchmarks/vla_arms.py --preset smolvla --jobs 2   # the tiny SmolVLA, smaller budget: 13 min
     .venv312/bin/python benchmarks/vla_arms.py --reuse             # finished arms are read, not rerun
