@@ -24,8 +24,8 @@ import numpy as np
 
 from wmrl.types import Outcome, Source, Status
 from wmrl.vla.episode import Episode, dense_reward
-from wmrl.vla.reward_model import frame_indices, shaped_reward
 from wmrl.vla.requirements import require_lerobot
+from wmrl.vla.reward_model import frame_indices, shaped_reward
 from wmrl.vla.scripted import GOAL_POSE, ScriptedPushTPolicy
 
 InitialStates = Literal["near_goal", "gym"]
