@@ -150,7 +150,8 @@ class ProgressWorldModel:
 
     def _training_set(self) -> dict[str, torch.Tensor]:
         parts, labels = [], []
-        for episode, label in [*((d, self.label) for d in self.demonstrations), *((a, "time") for a in self.anchors)]:
+        labelled = [(d, self.label) for d in self.demonstrations] + [(a, "time") for a in self.anchors]
+        for episode, label in labelled:
             steps = np.arange(len(episode))
             parts.append(episode_samples(episode, steps, self.model.chunk_size))
             labels.append(torch.as_tensor(episode.progress_labels(label)))

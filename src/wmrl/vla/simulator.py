@@ -29,6 +29,7 @@ from wmrl.vla.reward_model import frame_indices, shaped_reward
 from wmrl.vla.scripted import GOAL_POSE, ScriptedPushTPolicy
 
 InitialStates = Literal["near_goal", "gym"]
+Reward = Literal["success", "shaped"]
 
 
 class Controller(Protocol):
@@ -105,7 +106,7 @@ class PushTSimulator:
         initial_states: InitialStates = "near_goal",
         max_offset: float = 60.0,
         max_angle: float = 0.6,
-        reward: str = "success",
+        reward: Reward = "success",
         shaping_frames: int = 8,
         shaping_k: int = 3,
     ) -> None:
@@ -253,4 +254,4 @@ class PushTSimulator:
         if self.reward == "success":
             return 1.0 if episode.success else 0.0
         steps = frame_indices(len(episode), self.shaping_frames)
-        return shaped_reward(dense_reward(episode.coverage, self.success_threshold)[steps], self.shaping_k)
+        return shaped_reward(dense_reward(episode.coverage[steps], self.success_threshold), self.shaping_k)
