@@ -23,7 +23,7 @@ Each RL arm is one ``wmrl fit`` process (the same seed, demonstrations, SFT, ini
 what the runs wrote (``heldout.jsonl``: every held-out episode; ``metrics.csv``: every step) it reports per arm:
 held-out success with a 95% bootstrap interval over initial states; the gain over SFT with a *paired* interval
 (the same initial states before and after, deterministic evaluation); the difference to sparse GRPO, paired the
-same way; the simulator steps of training rollouts; wall-clock (the process and its RL steps); and the
+same way (and WMRL's to the raw world model and to the budget-matched arm); the simulator steps of training rollouts; wall-clock (the process and its RL steps); and the
 corrections' state at the end (anchor pairs, calibration refits, the world model's rank correlation with the
 real success on the anchors, raw and calibrated, and the denoising weight). The ordering of the rows is reported
 as measured.
@@ -190,6 +190,11 @@ class ArmRun:
             raise ValueError(f"arm {self.arm!r} has no held-out evaluation after training")
         return self.evaluations[last]
 
+    @property
+    def final_noisy(self) -> dict[str, float] | None:
+        """The last evaluation with the exploration noise (``None`` without ``eval_noisy_episodes``)."""
+        return self.noisy.get(max(self.evaluations))
+
     def column(self, name: str) -> list[float]:
         return [row[name] for row in self.steps if name in row and not math.isnan(row[name])]
 
@@ -231,8 +236,18 @@ def aligned(a: dict[str, float], b: dict[str, float]) -> tuple[list[float], list
     """The two evaluations' successes on the same initial states, in one order (they must cover the same ones)."""
     if sorted(a) != sorted(b):
         raise ValueError(f"the evaluations cover different initial states ({len(a)} vs {len(b)})")
-    keys = sorted(a)
-    return [a[k] for k in keys], [b[k] for k in keys]
+    return in_order(a), in_order(b)
+
+
+def in_order(evaluation: dict[str, float]) -> list[float]:
+    """The successes ordered by initial state (the order every interval resamples in)."""
+    return [evaluation[k] for k in sorted(evaluation)]
+
+
+def paired_difference(base: dict[str, float], mine: dict[str, float]) -> dict[str, float]:
+    """``mine - base`` on the same initial states with its paired 95% bootstrap interval."""
+    before, after = aligned(base, mine)
+    return interval(paired_gain({TASK: before}, {TASK: after}))
 
 
 def sft_evaluation(runs: dict[str, ArmRun]) -> dict[str, float]:
@@ -270,17 +285,13 @@ def summarise(runs: dict[str, ArmRun]) -> dict[str, dict]:
         if arm not in runs:
             continue
         run = runs[arm]
-        before, after = aligned(sft, run.final)
-        difference = None
-        if sparse is not None and arm != "sparse_grpo":
-            base, mine = aligned(sparse.final, run.final)
-            difference = interval(paired_gain({TASK: base}, {TASK: mine}))
         out[arm] = {
             "label": LABELS[arm],
-            "episodes": len(after),
-            "held_out": interval(bootstrap_mean({TASK: after})),
-            "gain_over_sft": interval(paired_gain({TASK: before}, {TASK: after})),
-            "difference_to_sparse_grpo": difference,
+            "episodes": len(run.final),
+            "held_out": interval(bootstrap_mean({TASK: in_order(run.final)})),
+            "gain_over_sft": paired_difference(sft, run.final),
+            "difference_to_sparse_grpo": None if sparse is None or arm == "sparse_grpo" else paired_difference(
+                sparse.final, run.final),
             **noisy_statistics(runs, arm),
             "steps": len(run.steps),
             "simulator_steps": int(run.total("rollout/simulator_steps")),
@@ -303,10 +314,13 @@ def summarise(runs: dict[str, ArmRun]) -> dict[str, dict]:
             "curve": {str(step): float(np.mean(list(e.values()))) for step, e in sorted(run.evaluations.items())},
             "rollout_success": run.column("rollout/success_rate"),
         }
-    budget = runs.get("sparse_budget")
-    if budget is not None and "wmrl" in runs:
-        base, mine = aligned(budget.final, runs["wmrl"].final)
-        out["wmrl"]["difference_to_sparse_budget"] = interval(paired_gain({TASK: base}, {TASK: mine}))
+    wmrl = runs.get("wmrl")
+    for other in ("sparse_budget", "raw_world_model"):  # WMRL at the same real labels; WMRL's own additions
+        if wmrl is None or other not in runs:
+            continue
+        out["wmrl"][f"difference_to_{other}"] = paired_difference(runs[other].final, wmrl.final)
+        noisy = (runs[other].final_noisy, wmrl.final_noisy)
+        out["wmrl"][f"difference_to_{other}_noisy"] = None if None in noisy else paired_difference(*noisy)
     return out
 
 
@@ -317,14 +331,12 @@ def noisy_statistics(runs: dict[str, ArmRun], arm: str) -> dict[str, dict | None
     run = runs[arm]
     if not all(0 in r.noisy and max(r.evaluations) in r.noisy for r in runs.values()):
         return dict.fromkeys(keys)
-    final = run.noisy[max(run.evaluations)]
-    before, after = aligned(next(iter(runs.values())).noisy[0], final)
-    out = {keys[0]: interval(bootstrap_mean({TASK: after})), keys[1]: interval(paired_gain({TASK: before}, {TASK: after})),
-           keys[2]: None}
+    final = run.final_noisy
+    out = {keys[0]: interval(bootstrap_mean({TASK: in_order(final)})),
+           keys[1]: paired_difference(next(iter(runs.values())).noisy[0], final), keys[2]: None}
     sparse = runs.get("sparse_grpo")
     if sparse is not None and arm != "sparse_grpo":
-        base, mine = aligned(sparse.noisy[max(sparse.evaluations)], final)
-        out[keys[2]] = interval(paired_gain({TASK: base}, {TASK: mine}))
+        out[keys[2]] = paired_difference(sparse.final_noisy, final)
     return out
 
 
@@ -388,9 +400,14 @@ def markdown(name: str, preset: Preset, summary: dict[str, dict], command: str, 
                      f"{interval_text(s['gain_over_sft'])} | {interval_text(s['difference_to_sparse_grpo'])} | {steps} | "
                      f"{real} | {wall} | {process} | {PAPER[arm] or '-'} |")
     lines += ["", f"Ordering as measured: {ordering(summary)}."]
-    if "difference_to_sparse_budget" in summary.get("wmrl", {}):
-        lines += ["", "WMRL against sparse GRPO with as many real-graded episodes (one group per step, the anchors' "
-                  f"count), paired: {interval_text(summary['wmrl']['difference_to_sparse_budget'])}."]
+    wmrl = summary.get("wmrl", {})
+    for other, what in (("sparse_budget", "sparse GRPO with as many real-graded episodes (one group per step, the "
+                                          "anchors' count)"),
+                        ("raw_world_model", "the raw world model (what the anchors and the two corrections add)")):
+        if f"difference_to_{other}" in wmrl:
+            noisy = wmrl.get(f"difference_to_{other}_noisy")
+            lines += ["", f"WMRL against {what}, paired: {interval_text(wmrl[f'difference_to_{other}'])}"
+                      + ("." if noisy is None else f"; with the exploration noise: {interval_text(noisy)}.")]
     if summary["sft"].get("held_out_noisy") is not None:
         lines += ["", "The same initial states played by the Gaussian policy RL trains (its mean plus the exploration noise,",
                   "one episode per state, the same noise draws at every evaluation: `model.init_args.eval_noisy_episodes`):",

@@ -139,6 +139,10 @@ def test_statistics_on_synthetic_episodes(tmp_path):
     assert [ok for _, _, ok in bars] == [True, True]
     assert wmrl["difference_to_sparse_budget"]["point"] == pytest.approx(0.20)
     assert wmrl["difference_to_sparse_budget"]["low"] > 0
+    # WMRL against the raw world model, paired: 30 states more (0-4 and 40-64), none fewer; equal with the noise
+    assert wmrl["difference_to_raw_world_model"]["point"] == pytest.approx(0.30)
+    assert wmrl["difference_to_raw_world_model"]["low"] > 0.15
+    assert wmrl["difference_to_raw_world_model_noisy"] == {"point": 0.0, "low": 0.0, "high": 0.0}
     # the oracle: 27 states fewer than sparse GRPO, none more: a paired difference below 0
     oracle = summary["shaped_oracle"]["difference_to_sparse_grpo"]
     assert oracle["point"] == pytest.approx(-0.27) and oracle["high"] < 0
@@ -183,6 +187,7 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     assert "| SFT only | 0.400 [" in text  # the noisy evaluation's table
     assert "One seed" in text and "sparse_grpo 1.0, 0.50 / 0.55 s" in text  # seeds, load and speed probe recorded
     assert "arms read from an earlier sitting" in text
+    assert "WMRL against the raw world model (what the anchors and the two corrections add), paired: +0.300 [" in text
 
 
 def test_unknown_flags_are_refused_and_fit_flags_pass_through(tmp_path, capsys):
