@@ -16,9 +16,11 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
+import wmrl.generation.vllm as vllm_engines
 from wmrl.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import (
+    SHUTDOWN_TIMEOUT_S,
     StaleAdapterError,
     VLLMGenerationEngine,
     VLLMSettings,
@@ -118,9 +120,7 @@ def test_generations_carry_the_policys_temperature_scaled_logprobs(fake, policy)
     assert llm.kwargs["enable_prefix_caching"] is True and llm.kwargs["logprobs_mode"] == "processed_logprobs"
     assert llm.kwargs["enable_lora"] is True and llm.kwargs["max_lora_rank"] == 8
     generate_calls = [c for c in llm.calls if c["params"][0].prompt_logprobs is None]
-    assert (
-        generate_calls[0]["lora_request"].lora_int_id == 1
-    )  # the adapter was synced before the first sample
+    assert generate_calls[0]["lora_request"] is engine.lora_request  # the adapter was synced before the first sample
     assert len(generations) == 3
     for prompt, generation in zip(prompts, generations, strict=True):
         assert len(generation.token_ids) == len(generation.logprobs) > 0
@@ -217,12 +217,12 @@ def test_each_sync_serves_a_new_adapter_and_the_canary_sees_it_move(fake, policy
     engine = engine_for(policy)
     engine.generate([tokenizer.encode("hello")], SamplingParams(max_new_tokens=3, seed=0))
     first = engine.lora_request
-    assert first.lora_int_id == 1
+    assert first is not None
     perturb_adapter(model, 0.05, seed=2)  # an optimizer step
     engine.sync_weights()
     second = engine.lora_request
     assert (
-        second.lora_int_id == 2
+        second.lora_int_id > first.lora_int_id
         and second.lora_path != first.lora_path
         and second.lora_name != first.lora_name
     )
@@ -296,9 +296,43 @@ def test_grpo_trains_through_the_vllm_engine_and_syncs_after_every_step(fake, po
     trainer.fit(module, torch.utils.data.DataLoader(Steps(), batch_size=None))
     (llm,) = fake_vllm.ENGINES
     rollouts = [c for c in llm.calls if c["params"][0].prompt_logprobs is None]
-    assert [c["lora_request"].lora_int_id for c in rollouts] == [1, 2]  # step 2 sampled from step 1's update
-    assert module.engine.syncs == 3 and module.engine.last_canary["canary/engine_change"] > 0
+    first, second = (c["lora_request"].lora_int_id for c in rollouts)
+    assert second == first + 1  # step 2 sampled from step 1's update
+    assert module.engine.syncs == 3 and trainer.callback_metrics["canary/engine_change"] > 0
     assert "time/sync" in trainer.callback_metrics
+    # the fit's end shut the engine down (in vLLM: its processes exit and free their memory)
+    assert llm.llm_engine.engine_core.shutdowns == [SHUTDOWN_TIMEOUT_S] and not vllm_engines._ENGINES
+
+
+def test_two_engines_in_one_process_are_each_served_their_own_adapter(fake, checkpoint):
+    """The process's vllm.LLM outlives an engine object (a second fit, a notebook): adapter ids are unique in the
+    process, so the second engine is never served the first one's adapter cached under the same id."""
+    engines = []
+    for seed in (1, 2):
+        model, tokenizer = load_policy(str(checkpoint), LORA)
+        perturb_adapter(model, 0.05, seed=seed)
+        engine = VLLMGenerationEngine(model, tokenizer, VLLMSettings())
+        engine.generate([tokenizer.encode("hello")], SamplingParams(max_new_tokens=2, seed=0))
+        perturb_adapter(model, 0.05, seed=10 + seed)
+        engine.sync_weights()
+        engines.append(engine)
+    assert len(fake_vllm.ENGINES) == 1  # one LLM served both
+    for engine in engines:
+        assert engine.engine_probe_logprobs() == pytest.approx(engine.policy_probe_logprobs(), abs=1e-4)
+
+
+def test_close_shuts_the_engine_down_and_the_next_generation_starts_a_new_one(fake, policy):
+    model, tokenizer = policy
+    engine = engine_for(policy)
+    prompt = [tokenizer.encode("hello")]
+    params = SamplingParams(max_new_tokens=4, seed=0, stop_after_code_block=False)
+    before = engine.generate(prompt, params)
+    engine.close()
+    (old,) = fake_vllm.ENGINES
+    assert old.llm_engine.engine_core.shutdowns == [SHUTDOWN_TIMEOUT_S] and engine.lora_request is None
+    after = engine.generate(prompt, params)
+    assert len(fake_vllm.ENGINES) == 2 and engine.lora_request is not None  # a new engine, the adapter synced to it
+    assert after[0].token_ids == before[0].token_ids
 
 
 # ---------------------------------------------------------------- the world-model backend

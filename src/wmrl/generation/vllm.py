@@ -22,6 +22,12 @@ How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.generation.engine.Gener
 - **weights.** Only LoRA adapters are synced: after each optimizer step :meth:`~VLLMGenerationEngine.sync_weights`
   writes the adapter with peft ``save_pretrained`` to a fresh directory and serves it under a new
   ``LoRARequest`` (new int id, new path; vLLM caches adapters by id, so reusing an id would serve the old one).
+  Ids are unique in the process, not per engine object: the process's ``vllm.LLM`` outlives a
+  :class:`VLLMGenerationEngine`, and a second engine counting from 1 again would be served the first one's adapters.
+- **lifetime.** The engine starts at the first generation; :meth:`~VLLMGenerationEngine.close` (called by the module
+  at the end of ``fit``, ``validate`` and ``test``) shuts the process's engines down: vLLM's engine core and worker
+  processes exit and free their memory (on a GPU the share ``gpu_memory_utilization`` took), and the next
+  generation starts a new engine.
 - **the canary.** A stale adapter is the classic silent bug of colocated RL: training goes on, the engine samples
   from an old policy and the importance ratios quietly absorb it. After every sync the engine scores a fixed
   probe (``prompt_logprobs``) under the new adapter and compares it with the previous sync; if the trained policy
@@ -35,6 +41,7 @@ without an adapter) instead of loading the weights twice.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
@@ -65,6 +72,9 @@ CANARY_PROBE = (
 """The fixed text whose log-probs the canary compares across syncs (code, like what the policy writes)."""
 
 _SEED_MODULUS = 2**31 - 1
+SHUTDOWN_TIMEOUT_S = 30.0
+"""How long a shut-down engine's processes may take to exit before vLLM kills them."""
+_LORA_IDS = itertools.count(1)  # vLLM caches adapters by id: one id per adapter in the process (module docstring)
 
 
 def import_vllm() -> Any:
@@ -85,7 +95,12 @@ class VLLMSettings:
     """How the process's vLLM engine is built (shared by the policy engine and the world-model backend).
 
     Attributes:
-        gpu_memory_utilization: share of the GPU vLLM may take (weights + KV cache); the rest is training's.
+        gpu_memory_utilization: share of the GPU vLLM may take (weights + KV cache); the rest is training's. On
+            vLLM's CPU build it is the share of the machine's RAM the engine reserves (vLLM reuses the name), which
+            ``kv_cache_memory_gib`` replaces.
+        kv_cache_memory_gib: the KV cache's size in GiB, set explicitly (vLLM's ``kv_cache_memory_bytes``) instead
+            of derived from ``gpu_memory_utilization``; ``None``: derived. On CPU, where RAM is shared with training,
+            an explicit size is the predictable choice (1 GiB holds ~23,000 tokens of SmolLM2-135M in float32).
         tensor_parallel_size: GPUs per engine (1: one engine per GPU, the colocated layout).
         max_model_len: context length (``None``: the checkpoint's).
         dtype: weights dtype in vLLM (``auto``: the checkpoint's).
@@ -99,6 +114,7 @@ class VLLMSettings:
     """
 
     gpu_memory_utilization: float = 0.35
+    kv_cache_memory_gib: float | None = None
     tensor_parallel_size: int = 1
     max_model_len: int | None = None
     dtype: str = "auto"
@@ -114,6 +130,8 @@ class VLLMSettings:
             problems.append(
                 f"vllm.gpu_memory_utilization must be in (0, 1] (got {self.gpu_memory_utilization})"
             )
+        if self.kv_cache_memory_gib is not None and self.kv_cache_memory_gib <= 0:
+            problems.append(f"vllm.kv_cache_memory_gib must be > 0 (got {self.kv_cache_memory_gib})")
         if self.tensor_parallel_size < 1:
             problems.append(f"vllm.tensor_parallel_size must be >= 1 (got {self.tensor_parallel_size})")
         if self.canary_min_change <= 0:
@@ -165,6 +183,8 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
     )
     if settings.max_model_len is not None:
         kwargs["max_model_len"] = settings.max_model_len
+    if settings.kv_cache_memory_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(settings.kv_cache_memory_gib * 2**30)
     if settings.distributed_executor_backend is not None:
         kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
     if max_lora_rank is not None:
@@ -176,8 +196,12 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
 
 
 def release_engines() -> None:
-    """Forget this process's engines (tests; a real engine frees its GPU memory when garbage-collected)."""
-    _ENGINES.clear()
+    """Shut down this process's engines and forget them: each engine's core and worker processes exit and free
+    their memory now, rather than being killed at interpreter exit (vLLM's finalizer gives them no time, and they
+    leave shared memory behind). The next :func:`shared_llm` starts a new engine."""
+    while _ENGINES:
+        _, (llm, _) = _ENGINES.popitem()
+        llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
 
 
 def checkpoint_dir(model: Any) -> Path:
@@ -260,7 +284,6 @@ class VLLMGenerationEngine(GenerationEngine):
         self.lora_request: Any = None
         self.syncs = 0
         self.last_canary: dict[str, float] = {}
-        self._llm: Any = None
         self._adapter_root: tempfile.TemporaryDirectory | None = None
         self._adapter_dirs: list[Path] = []
         self._probe = list(tokenizer(CANARY_PROBE, add_special_tokens=False)["input_ids"])
@@ -269,10 +292,16 @@ class VLLMGenerationEngine(GenerationEngine):
 
     @property
     def llm(self) -> Any:
-        """The process's ``vllm.LLM`` (started on first use)."""
-        if self._llm is None:
-            self._llm = shared_llm(self.model_path, self.settings, self.lora_rank)
-        return self._llm
+        """The process's ``vllm.LLM`` for this checkpoint (started on first use, and again after :meth:`close`)."""
+        return shared_llm(self.model_path, self.settings, self.lora_rank)
+
+    def close(self) -> None:
+        """Shut down the process's vLLM engines (this one and a world model's: they serve the same fit) and forget
+        the served adapter: the next generation starts a new engine and syncs the current adapter to it."""
+        release_engines()
+        self.lora_request = None
+        self._engine_probe = self._policy_probe = None
+        self.last_canary = {}
 
     # -- generation -------------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
@@ -366,11 +395,10 @@ class VLLMGenerationEngine(GenerationEngine):
         if self._adapter_root is None:
             self._adapter_root = tempfile.TemporaryDirectory(prefix="wmrl-lora-")
         self.syncs += 1
-        path = Path(self._adapter_root.name) / f"adapter-{self.syncs}"
+        lora_id = next(_LORA_IDS)
+        path = Path(self._adapter_root.name) / f"adapter-{lora_id}"
         self.policy.save_pretrained(str(path))
-        self.lora_request = vllm_lora(
-            lora_name=f"wmrl-policy-{self.syncs}", lora_int_id=self.syncs, lora_path=str(path)
-        )
+        self.lora_request = vllm_lora(lora_name=f"wmrl-policy-{lora_id}", lora_int_id=lora_id, lora_path=str(path))
         self._adapter_dirs.append(path)
         if self.settings.canary:
             self._canary()

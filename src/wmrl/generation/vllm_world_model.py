@@ -74,7 +74,6 @@ class VLLMWorldModelBackend:
         self.model_path: Path | None = None
         self.tokenizer: Any = None
         self._policy: Any = None
-        self._llm: Any = None
 
     def load(self, model: str) -> None:
         """A checkpoint of its own: a built-in name or a local dir (only its tokenizer is loaded here)."""
@@ -92,13 +91,13 @@ class VLLMWorldModelBackend:
 
     @property
     def llm(self) -> Any:
-        if self._llm is None:
-            if self.model_path is None and self._policy is not None:
-                self.model_path = Path(checkpoint_dir(self._policy))
-            if self.model_path is None:
-                raise RuntimeError("VLLMWorldModelBackend has no model: call load(model) or bind(policy, tokenizer)")
-            self._llm = shared_llm(self.model_path, self.settings)
-        return self._llm
+        """The process's engine for the world model's checkpoint, looked up at every question: a fit's end shuts
+        the engines down (:func:`~wmrl.generation.vllm.release_engines`), and the next question starts one."""
+        if self.model_path is None and self._policy is not None:
+            self.model_path = Path(checkpoint_dir(self._policy))
+        if self.model_path is None:
+            raise RuntimeError("VLLMWorldModelBackend has no model: call load(model) or bind(policy, tokenizer)")
+        return shared_llm(self.model_path, self.settings)
 
     def option_probabilities(
         self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int], prefix_groups: Sequence[str] = ()

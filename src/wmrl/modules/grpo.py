@@ -436,6 +436,9 @@ class GRPOModule(RLModule):
         if self.eval_history:
             print(held_out_report(self.eval_history, self._eval_samples))
 
+    def teardown(self, stage: str) -> None:
+        self.engine.close()  # vLLM: its engine processes exit with the fit (or validate/test) that started them
+
     def _summarise(self, results: list[dict]) -> dict[str, float]:
         summary = {
             key: sum(r[key] for r in results) / len(results)
