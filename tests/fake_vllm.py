@@ -73,6 +73,7 @@ class RequestOutput:
     prompt_logprobs: list[dict[int, Logprob] | None] | None
     outputs: list[CompletionOutput]
     finished: bool = True
+    num_cached_tokens: int | None = 0  # the fake has no prefix cache
 
 
 @dataclass

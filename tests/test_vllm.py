@@ -1,10 +1,9 @@
-"""The vLLM generation engine and world-model backend, against an in-process fake with vLLM 0.32's interface
-(``tests/fake_vllm.py``, backed by a real tiny transformers model so log-probs are real) and, where vLLM and a
-CUDA GPU exist, against the real thing (``-m vllm``)."""
+"""The vLLM generation engine and world-model backend against an in-process fake with vLLM 0.32's interface
+(``tests/fake_vllm.py``, backed by a real tiny transformers model so log-probs are real): the fast tier. The real
+library runs in tests/vllm_real (vLLM's CPU build in ``.venv-vllm``, through tests/test_vllm_env.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import subprocess
@@ -392,40 +391,6 @@ def test_every_answer_the_schema_allows_parses():
         answer = fake_vllm.instance_of(PREDICTIONS_SCHEMA, rng)
         predictions = parse_predictions(json.dumps(answer))
         assert [p.status.value for p in predictions] == [a["status"] for a in answer["predictions"]]
-
-
-# ---------------------------------------------------------------- the real vLLM (GPU machines)
-
-
-def _real_vllm_missing() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "no vllm / no CUDA GPU: vllm is not installed (pip install 'wmrl[vllm]')"
-    if not torch.cuda.is_available():
-        return "no vllm / no CUDA GPU: no CUDA device"
-    return None
-
-
-@pytest.mark.vllm
-@pytest.mark.skipif(_real_vllm_missing() is not None, reason=str(_real_vllm_missing()))
-def test_real_vllm_generates_syncs_and_scores(checkpoint, tiny_suite):
-    release_engines()
-    model, tokenizer = load_policy(str(checkpoint), LORA)
-    perturb_adapter(model, 0.05, seed=1)
-    engine = VLLMGenerationEngine(model, tokenizer, VLLMSettings(gpu_memory_utilization=0.2, enforce_eager=True))
-    prompts = [tokenizer.encode("solve the task")] * 2
-    generations = engine.generate(prompts, SamplingParams(max_new_tokens=16, temperature=1.0, seed=0))
-    for generation in generations:
-        assert len(generation.token_ids) == len(generation.logprobs) > 0
-        expected = teacher_forced(model, prompts[0], generation.token_ids, 1.0)
-        assert list(generation.logprobs) == pytest.approx(expected, abs=5e-2)
-    perturb_adapter(model, 0.05, seed=2)
-    engine.sync_weights()
-    assert engine.last_canary["canary/engine_change"] > 0
-    wm = LMWorldModel(model="policy", backend=VLLMWorldModelBackend(), suite=tiny_suite)
-    wm.bind(model, tokenizer)
-    (probabilities,) = wm.outcome_probabilities([StepRequest("tiny_iris", SCRIPT, "")])
-    assert sum(probabilities) == pytest.approx(1.0, abs=1e-4)
-    release_engines()
 
 
 def test_settings_are_plain_in_hparams_so_loggers_and_weights_only_checkpoints_take_them(tmp_path):

@@ -17,6 +17,9 @@ How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.generation.engine.Gener
   the transformers engine's rule) and the row continues from its own tokens when the fence was not the one that
   closes the block. Splitting a sample into requests does not change its distribution (sampling is
   autoregressive), and prefix caching makes the next round's prefill nearly free.
+- **prefix caching.** The rows of a GRPO group share their prompt, and a round continues a row's own prefix: vLLM's
+  prefix cache computes each once. ``tokens_run`` counts the positions the engine computed (a prompt less its
+  cached part, plus the new tokens), so ``tokens/generate`` shows what the cache saved.
 - **seeds.** vLLM seeds per request, so every row gets its own seed derived from ``(seed, row, round)``: the
   rollouts of a GRPO group (identical prompts) differ, and a seeded batch reproduces.
 - **weights.** Only LoRA adapters are synced: after each optimizer step :meth:`~VLLMGenerationEngine.sync_weights`
@@ -349,9 +352,11 @@ class VLLMGenerationEngine(GenerationEngine):
                 )
             outputs = self.llm.generate(requests, sampling, lora_request=self.lora_request, use_tqdm=False)
             still = []
-            for row, output in zip(active, outputs, strict=True):
+            for row, request, output in zip(active, requests, outputs, strict=True):
                 completion = output.outputs[0]
                 new = [int(t) for t in completion.token_ids]
+                # positions the engine computed: the prompt less its prefix-cache hit, then one per new token
+                self.tokens_run += len(request["prompt_token_ids"]) - (output.num_cached_tokens or 0) + len(new)
                 tokens[row] += new
                 logprobs[row] += sampled_logprobs(new, completion.logprobs)
                 stopped_on_text = completion.finish_reason == "stop" and isinstance(
