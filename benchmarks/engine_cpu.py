@@ -40,6 +40,20 @@ ENGINES = {"hf": [], "vllm": ["-c", str(ROOT / "configs/autoresearch/vllm_cpu.ya
 STEP_KEYS = ("time/step", "time/generate", "time/env", "time/update", "time/sync")
 
 
+def prepare() -> None:
+    """Convert the model and build the quickstart's tasks before any run is timed (a user does it once)."""
+    import yaml
+
+    from wmrl.models import resolve_model
+    from wmrl.tasks.suite import TaskSuite
+
+    resolve_model("smollm2-135m-instruct")
+    data = yaml.safe_load((ROOT / "configs/autoresearch/quickstart.yaml").read_text())["data"]["init_args"]
+    suite = TaskSuite()
+    for task_id in [*data["tasks"], *data["eval_tasks"]]:
+        suite.get(task_id)
+
+
 def run(engine: str, run_dir: Path, steps: int) -> dict:
     """One ``wmrl fit`` of the quickstart on ``engine`` in a fresh process: wall-clock, load, per-step timings."""
     command = [sys.executable, "-m", "wmrl.cli", "fit", *QUICKSTART, *ENGINES[engine],
@@ -115,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "engine-cpu.json")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="wmrl-engine-cpu-"))
+    prepare()
     order = [e for i in range(args.runs) for e in (("hf", "vllm") if i % 2 == 0 else ("vllm", "hf"))]
     runs = [run(engine, out / f"{index:02d}-{engine}", args.steps) for index, engine in enumerate(order, 1)]
     result = summary(runs)
