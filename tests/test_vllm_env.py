@@ -4,11 +4,10 @@ wmrl's CPU install takes 5.24, hence an environment of its own, like the VLA pat
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from nested_suite import assert_suite_passes
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_VLLM = ROOT / ".venv-vllm" / "bin" / "python"
@@ -19,16 +18,7 @@ VENV_VLLM = ROOT / ".venv-vllm" / "bin" / "python"
 @pytest.mark.skipif(not VENV_VLLM.exists(),
                     reason="no vLLM environment at .venv-vllm (.ci/run creates it; docs/scale-out.md shows how)")
 def test_vllm_suite_in_the_vllm_environment():
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}  # this tree's wmrl; WMRL_CACHE is this session's
-    run = subprocess.run(
-        [str(VENV_VLLM), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir", str(ROOT / "tests" / "vllm_real"),
-         str(ROOT / "tests" / "vllm_real")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
-    )
-    tail = (run.stdout + run.stderr)[-6000:]
-    assert run.returncode == 0, f"tests/vllm_real failed in .venv-vllm:\n{tail}"
-    last = run.stdout.strip().splitlines()[-1]
-    assert " passed" in last and "skipped" not in last, tail  # every test ran against the real library
+    assert_suite_passes(VENV_VLLM, "vllm_real", timeout_s=2400)
 
 
 def test_the_install_docs_scale_out_shows_is_what_ci_runs():
