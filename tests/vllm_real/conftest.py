@@ -5,7 +5,7 @@ Elsewhere they skip, naming that environment.
 From the main suite, ``tests/test_vllm_env.py`` runs this directory through ``.venv-vllm/bin/python -m pytest``.
 Every engine start costs about 70 s on 2 cores, so the process keeps one engine for the whole session
 (:func:`wmrl.generation.vllm.shared_llm`: every test's engine object is served by it, each with its own LoRA adapter
-ids) and the fits run last (``test_fits.py``): a fit's end shuts the engine down.
+ids) and the fits run last (``test_vllm_fits.py``): a fit's end shuts the engine down.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
         if MISSING:
             item.add_marker(pytest.mark.skip(reason=MISSING))
     # the fits last: each one's end shuts the session's engine down (the next start costs ~70 s)
-    items.sort(key=lambda item: item in mine and item.path.name == "test_fits.py")
+    items.sort(key=lambda item: item in mine and item.path.name == "test_vllm_fits.py")
 
 
 @pytest.fixture(scope="session", autouse=True)
