@@ -1,7 +1,9 @@
 """Generation with vLLM, colocated with training: LoRA adapters synced after every update, checked by a canary.
 
-vLLM is a GPU extra (``pip install 'wmrl[vllm]'``) imported only when an engine first generates, so configs that
-name it instantiate (and fail with the install hint at the first rollout) on machines without it.
+vLLM is an extra (``pip install 'wmrl[vllm]'`` on GPU machines; vLLM's CPU build in its own environment,
+``.venv-vllm``, on CPU: docs/scale-out.md) imported only when an engine first generates, so configs that name it
+instantiate (and fail with the install hint at the first rollout) on machines without it. Everything below runs
+against the real library on CPU in ``tests/vllm_real``.
 
 How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.generation.engine.GenerationEngine` contract onto vLLM:
 
@@ -86,7 +88,8 @@ def import_vllm() -> Any:
         import vllm
     except ImportError as error:
         raise ModuleNotFoundError(
-            f"the vLLM engine and world-model backend need vLLM (a GPU extra): {INSTALL_HINT} "
+            f"the vLLM engine and world-model backend need vLLM: {INSTALL_HINT} on a GPU machine, "
+            "vLLM's CPU build in .venv-vllm on CPU (docs/scale-out.md) "
             "(or leave model.init_args.engine and the world model's backend unset: transformers). Import failed with: "
             f"{error}"
         ) from error

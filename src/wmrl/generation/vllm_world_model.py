@@ -1,4 +1,4 @@
-"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel`, for GPU machines
+"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel`, for GPU machines and vLLM's CPU build
 (``backend: {class_path: wmrl.generation.vllm_world_model.VLLMWorldModelBackend}``).
 
 One engine per process and GPU (:func:`wmrl.generation.vllm.shared_llm`): with ``model: policy`` it is the
