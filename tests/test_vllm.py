@@ -322,7 +322,7 @@ def test_two_engines_in_one_process_are_each_served_their_own_adapter(fake, chec
 
 def test_close_shuts_the_engine_down_and_the_next_generation_starts_a_new_one(fake, policy):
     model, tokenizer = policy
-    engine = engine_for(policy)
+    engine = engine_for(policy, kv_cache_memory_gib=0.5)
     prompt = [tokenizer.encode("hello")]
     params = SamplingParams(max_new_tokens=4, seed=0, stop_after_code_block=False)
     before = engine.generate(prompt, params)
@@ -332,6 +332,9 @@ def test_close_shuts_the_engine_down_and_the_next_generation_starts_a_new_one(fa
     after = engine.generate(prompt, params)
     assert len(fake_vllm.ENGINES) == 2 and engine.lora_request is not None  # a new engine, the adapter synced to it
     assert after[0].token_ids == before[0].token_ids
+    assert fake_vllm.ENGINES[-1].kwargs["kv_cache_memory_bytes"] == 2**29  # the explicit KV cache (CPU)
+    with pytest.raises(ValueError, match="vllm.kv_cache_memory_gib must be > 0"):
+        VLLMSettings(kv_cache_memory_gib=0)
 
 
 # ---------------------------------------------------------------- the world-model backend
