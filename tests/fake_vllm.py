@@ -19,6 +19,9 @@ It mirrors the parts wmrl uses, with vLLM's shapes and semantics as documented f
 - ``structured_outputs=StructuredOutputsParams(json=schema)``: the answer is an instance of the schema (drawn with
   the request seed), standing in for the grammar-constrained decoding a tiny random model cannot do.
 
+- ``LLM.llm_engine.engine_core.shutdown(timeout=...)`` ends the engine (its processes, in vLLM); a shut-down engine
+  refuses requests.
+
 ``STALE_ADAPTERS = True`` makes every engine ignore adapters (the silent bug the canary must catch).
 """
 
@@ -70,6 +73,7 @@ class RequestOutput:
     prompt_logprobs: list[dict[int, Logprob] | None] | None
     outputs: list[CompletionOutput]
     finished: bool = True
+    num_cached_tokens: int | None = 0  # the fake has no prefix cache
 
 
 @dataclass
@@ -127,6 +131,16 @@ class LoRARequest:
             raise ValueError(f"id must be > 0, got {self.lora_int_id}")
 
 
+class EngineCoreClient:
+    """What ``LLM.llm_engine.engine_core`` offers wmrl: shutting the engine down."""
+
+    def __init__(self) -> None:
+        self.shutdowns: list[float | None] = []
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        self.shutdowns.append(timeout)
+
+
 class LLM:
     """The offline engine (see the module docstring)."""
 
@@ -146,6 +160,7 @@ class LLM:
         self.calls: list[dict[str, Any]] = []
         self.eos = self.tokenizer.eos_token_id
         self._generator = torch.Generator().manual_seed(int(kwargs.get("seed", 0)))
+        self.llm_engine = types.SimpleNamespace(engine_core=EngineCoreClient())
         ENGINES.append(self)
 
     # -- the public API -------------------------------------------------------------------------------
@@ -157,6 +172,8 @@ class LLM:
         params = params if isinstance(params, list) else [params] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError("The lengths of prompts and sampling_params must be the same.")
+        if self.llm_engine.engine_core.shutdowns:
+            raise RuntimeError("fake vllm: the engine was shut down")
         if lora_request is not None and not self.kwargs.get("enable_lora"):
             raise ValueError(f"LoRA is not enabled! (lora_request={lora_request})")
         self.calls.append({"prompts": prompts, "params": params, "lora_request": lora_request})

@@ -17,6 +17,7 @@ OVERLAY_BASES = {"configs/debug/": ["configs/autoresearch/quickstart.yaml"],
                  "configs/autoresearch/world_models/": ["configs/autoresearch/quickstart.yaml"],
                  "configs/autoresearch/ablations/paper/": ["configs/autoresearch/paper_4b.yaml"],
                  "configs/autoresearch/paper_4b_vllm.yaml": ["configs/autoresearch/paper_4b.yaml"],
+                 "configs/autoresearch/vllm_cpu.yaml": ["configs/autoresearch/quickstart.yaml"],
                  "configs/strategy/": ["configs/autoresearch/quickstart.yaml"],
                  "configs/tasks/": ["configs/autoresearch/quickstart.yaml"],
                  "configs/vla/arms/pusht.yaml": [],
@@ -94,6 +95,10 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
         (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
         assert checkpoint._every_n_train_steps == 10  # the base's own, kept: the overlay appends its callbacks
+    if name == "configs/autoresearch/vllm_cpu.yaml":
+        from wmrl.generation.vllm import VLLMGenerationEngine
+
+        assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.enforce_eager
     if name.startswith("configs/autoresearch/ablations/paper/") and "real_grpo" not in name:
         from wmrl.generation.hf_world_model import HFWorldModelBackend
 
@@ -261,3 +266,18 @@ def test_every_config_key_has_its_own_help_line(target):
     described = {p.arg_name: p.description for p in parse(cls.__doc__ or "").params}
     keys = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
     assert [k for k in keys if not described.get(k)] == []
+
+
+def test_the_cpu_engine_overlay_replaces_the_paper_overlays_gpu_settings(tmp_path, monkeypatch):
+    """quickstart + paper_4b_vllm + vllm_cpu (docs/scale-out.md): the paper's WMRL callbacks and world model on vLLM,
+    with the engine settings a CPU and SmolLM2 take (no CUDA graphs, a context SmolLM2 has, an explicit KV cache)."""
+    from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
+
+    monkeypatch.chdir(tmp_path)
+    cli = lightning_cli([*(a for c in ("quickstart", "paper_4b_vllm", "vllm_cpu")
+                           for a in ("-c", str(ROOT / f"configs/autoresearch/{c}.yaml")))], run=False)
+    settings = cli.model.engine.settings
+    assert settings.enforce_eager and settings.max_model_len == 4096 and settings.kv_cache_memory_gib == 1.0
+    assert settings.dtype == "float32"
+    (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
+    assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.model_name == "policy"

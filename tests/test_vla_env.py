@@ -3,8 +3,6 @@ AutoResearch path, and the Python 3.12 VLA suite (tests/vla) run in ``.venv312``
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import lightning.pytorch as pl
 import numpy as np
 import pytest
 import torch
+from nested_suite import assert_suite_passes
 
 from wmrl.callbacks import (
     AnchorRouting,
@@ -190,12 +189,4 @@ def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
 @pytest.mark.lerobot
 @pytest.mark.skipif(not VENV312.exists(), reason="no Python 3.12 lerobot env at .venv312 (.ci/run creates it)")
 def test_vla_suite_in_the_python_312_lerobot_env():
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    run = subprocess.run(
-        [str(VENV312), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir", str(ROOT / "tests" / "vla"),
-         str(ROOT / "tests" / "vla")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )
-    tail = (run.stdout + run.stderr)[-6000:]
-    assert run.returncode == 0, f"tests/vla failed in .venv312:\n{tail}"
-    assert " passed" in run.stdout and " skipped" not in run.stdout.splitlines()[-1], tail
+    assert_suite_passes(VENV312, "vla", timeout_s=900)

@@ -1,10 +1,9 @@
-"""The vLLM generation engine and world-model backend, against an in-process fake with vLLM 0.32's interface
-(``tests/fake_vllm.py``, backed by a real tiny transformers model so log-probs are real) and, where vLLM and a
-CUDA GPU exist, against the real thing (``-m vllm``)."""
+"""The vLLM generation engine and world-model backend against an in-process fake with vLLM 0.32's interface
+(``tests/fake_vllm.py``, backed by a real tiny transformers model so log-probs are real): the fast tier. The real
+library runs in tests/vllm_real (vLLM's CPU build in ``.venv-vllm``, through tests/test_vllm_env.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import subprocess
@@ -16,9 +15,11 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
+import wmrl.generation.vllm as vllm_engines
 from wmrl.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import (
+    SHUTDOWN_TIMEOUT_S,
     StaleAdapterError,
     VLLMGenerationEngine,
     VLLMSettings,
@@ -118,9 +119,7 @@ def test_generations_carry_the_policys_temperature_scaled_logprobs(fake, policy)
     assert llm.kwargs["enable_prefix_caching"] is True and llm.kwargs["logprobs_mode"] == "processed_logprobs"
     assert llm.kwargs["enable_lora"] is True and llm.kwargs["max_lora_rank"] == 8
     generate_calls = [c for c in llm.calls if c["params"][0].prompt_logprobs is None]
-    assert (
-        generate_calls[0]["lora_request"].lora_int_id == 1
-    )  # the adapter was synced before the first sample
+    assert generate_calls[0]["lora_request"] is engine.lora_request  # the adapter was synced before the first sample
     assert len(generations) == 3
     for prompt, generation in zip(prompts, generations, strict=True):
         assert len(generation.token_ids) == len(generation.logprobs) > 0
@@ -217,12 +216,12 @@ def test_each_sync_serves_a_new_adapter_and_the_canary_sees_it_move(fake, policy
     engine = engine_for(policy)
     engine.generate([tokenizer.encode("hello")], SamplingParams(max_new_tokens=3, seed=0))
     first = engine.lora_request
-    assert first.lora_int_id == 1
+    assert first is not None
     perturb_adapter(model, 0.05, seed=2)  # an optimizer step
     engine.sync_weights()
     second = engine.lora_request
     assert (
-        second.lora_int_id == 2
+        second.lora_int_id > first.lora_int_id
         and second.lora_path != first.lora_path
         and second.lora_name != first.lora_name
     )
@@ -296,9 +295,46 @@ def test_grpo_trains_through_the_vllm_engine_and_syncs_after_every_step(fake, po
     trainer.fit(module, torch.utils.data.DataLoader(Steps(), batch_size=None))
     (llm,) = fake_vllm.ENGINES
     rollouts = [c for c in llm.calls if c["params"][0].prompt_logprobs is None]
-    assert [c["lora_request"].lora_int_id for c in rollouts] == [1, 2]  # step 2 sampled from step 1's update
-    assert module.engine.syncs == 3 and module.engine.last_canary["canary/engine_change"] > 0
+    first, second = (c["lora_request"].lora_int_id for c in rollouts)
+    assert second == first + 1  # step 2 sampled from step 1's update
+    assert module.engine.syncs == 3 and trainer.callback_metrics["canary/engine_change"] > 0
     assert "time/sync" in trainer.callback_metrics
+    # the fit's end shut the engine down (in vLLM: its processes exit and free their memory)
+    assert llm.llm_engine.engine_core.shutdowns == [SHUTDOWN_TIMEOUT_S] and not vllm_engines._ENGINES
+
+
+def test_two_engines_in_one_process_are_each_served_their_own_adapter(fake, checkpoint):
+    """The process's vllm.LLM outlives an engine object (a second fit, a notebook): adapter ids are unique in the
+    process, so the second engine is never served the first one's adapter cached under the same id."""
+    engines = []
+    for seed in (1, 2):
+        model, tokenizer = load_policy(str(checkpoint), LORA)
+        perturb_adapter(model, 0.05, seed=seed)
+        engine = VLLMGenerationEngine(model, tokenizer, VLLMSettings())
+        engine.generate([tokenizer.encode("hello")], SamplingParams(max_new_tokens=2, seed=0))
+        perturb_adapter(model, 0.05, seed=10 + seed)
+        engine.sync_weights()
+        engines.append(engine)
+    assert len(fake_vllm.ENGINES) == 1  # one LLM served both
+    for engine in engines:
+        assert engine.engine_probe_logprobs() == pytest.approx(engine.policy_probe_logprobs(), abs=1e-4)
+
+
+def test_close_shuts_the_engine_down_and_the_next_generation_starts_a_new_one(fake, policy):
+    model, tokenizer = policy
+    engine = engine_for(policy, kv_cache_memory_gib=0.5)
+    prompt = [tokenizer.encode("hello")]
+    params = SamplingParams(max_new_tokens=4, seed=0, stop_after_code_block=False)
+    before = engine.generate(prompt, params)
+    engine.close()
+    (old,) = fake_vllm.ENGINES
+    assert old.llm_engine.engine_core.shutdowns == [SHUTDOWN_TIMEOUT_S] and engine.lora_request is None
+    after = engine.generate(prompt, params)
+    assert len(fake_vllm.ENGINES) == 2 and engine.lora_request is not None  # a new engine, the adapter synced to it
+    assert after[0].token_ids == before[0].token_ids
+    assert fake_vllm.ENGINES[-1].kwargs["kv_cache_memory_bytes"] == 2**29  # the explicit KV cache (CPU)
+    with pytest.raises(ValueError, match="vllm.kv_cache_memory_gib must be > 0"):
+        VLLMSettings(kv_cache_memory_gib=0)
 
 
 # ---------------------------------------------------------------- the world-model backend
@@ -358,40 +394,6 @@ def test_every_answer_the_schema_allows_parses():
         answer = fake_vllm.instance_of(PREDICTIONS_SCHEMA, rng)
         predictions = parse_predictions(json.dumps(answer))
         assert [p.status.value for p in predictions] == [a["status"] for a in answer["predictions"]]
-
-
-# ---------------------------------------------------------------- the real vLLM (GPU machines)
-
-
-def _real_vllm_missing() -> str | None:
-    if importlib.util.find_spec("vllm") is None:
-        return "no vllm / no CUDA GPU: vllm is not installed (pip install 'wmrl[vllm]')"
-    if not torch.cuda.is_available():
-        return "no vllm / no CUDA GPU: no CUDA device"
-    return None
-
-
-@pytest.mark.vllm
-@pytest.mark.skipif(_real_vllm_missing() is not None, reason=str(_real_vllm_missing()))
-def test_real_vllm_generates_syncs_and_scores(checkpoint, tiny_suite):
-    release_engines()
-    model, tokenizer = load_policy(str(checkpoint), LORA)
-    perturb_adapter(model, 0.05, seed=1)
-    engine = VLLMGenerationEngine(model, tokenizer, VLLMSettings(gpu_memory_utilization=0.2, enforce_eager=True))
-    prompts = [tokenizer.encode("solve the task")] * 2
-    generations = engine.generate(prompts, SamplingParams(max_new_tokens=16, temperature=1.0, seed=0))
-    for generation in generations:
-        assert len(generation.token_ids) == len(generation.logprobs) > 0
-        expected = teacher_forced(model, prompts[0], generation.token_ids, 1.0)
-        assert list(generation.logprobs) == pytest.approx(expected, abs=5e-2)
-    perturb_adapter(model, 0.05, seed=2)
-    engine.sync_weights()
-    assert engine.last_canary["canary/engine_change"] > 0
-    wm = LMWorldModel(model="policy", backend=VLLMWorldModelBackend(), suite=tiny_suite)
-    wm.bind(model, tokenizer)
-    (probabilities,) = wm.outcome_probabilities([StepRequest("tiny_iris", SCRIPT, "")])
-    assert sum(probabilities) == pytest.approx(1.0, abs=1e-4)
-    release_engines()
 
 
 def test_settings_are_plain_in_hparams_so_loggers_and_weights_only_checkpoints_take_them(tmp_path):

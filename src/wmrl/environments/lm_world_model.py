@@ -214,8 +214,8 @@ class LMWorldModel:
         backend: where the language model runs, by ``class_path``: transformers in the training process
             (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the default, CPU or GPU; its
             ``batch_size`` and ``dtype``) or vLLM (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`,
-            GPU machines, ``pip install 'wmrl[vllm]'``: prefix caching, guided JSON in ``generate`` mode; with
-            ``model: policy`` it is the policy's own engine).
+            GPU machines, ``pip install 'wmrl[vllm]'``, or vLLM's CPU build in ``.venv-vllm``: prefix caching,
+            guided JSON in ``generate`` mode; with ``model: policy`` it is the policy's own engine).
     """
 
     source = Source.WORLD_MODEL

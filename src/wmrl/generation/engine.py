@@ -93,6 +93,11 @@ class GenerationEngine(abc.ABC):
     def sync_weights(self) -> None:
         """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
 
+    def close(self) -> None:
+        """Release what the engine holds outside this process's Python objects (vLLM: its engine processes and
+        their memory). The module calls it at the end of ``fit``, ``validate`` and ``test``; a later
+        :meth:`generate` starts again. A no-op for an engine that shares the policy's weights."""
+
     def metrics(self) -> dict[str, float]:
         """What the last :meth:`sync_weights` measured, logged with the step (e.g. ``canary/engine_change``)."""
         return {}

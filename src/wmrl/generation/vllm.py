@@ -1,7 +1,9 @@
 """Generation with vLLM, colocated with training: LoRA adapters synced after every update, checked by a canary.
 
-vLLM is a GPU extra (``pip install 'wmrl[vllm]'``) imported only when an engine first generates, so configs that
-name it instantiate (and fail with the install hint at the first rollout) on machines without it.
+vLLM is an extra (``pip install 'wmrl[vllm]'`` on GPU machines; vLLM's CPU build in its own environment,
+``.venv-vllm``, on CPU: docs/scale-out.md) imported only when an engine first generates, so configs that name it
+instantiate (and fail with the install hint at the first rollout) on machines without it. Everything below runs
+against the real library on CPU in ``tests/vllm_real``.
 
 How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.generation.engine.GenerationEngine` contract onto vLLM:
 
@@ -17,11 +19,20 @@ How :class:`VLLMGenerationEngine` maps the :class:`~wmrl.generation.engine.Gener
   the transformers engine's rule) and the row continues from its own tokens when the fence was not the one that
   closes the block. Splitting a sample into requests does not change its distribution (sampling is
   autoregressive), and prefix caching makes the next round's prefill nearly free.
+- **prefix caching.** The rows of a GRPO group share their prompt, and a round continues a row's own prefix: vLLM's
+  prefix cache computes each once. ``tokens_run`` counts the positions the engine computed (a prompt less its
+  cached part, plus the new tokens), so ``tokens/generate`` shows what the cache saved.
 - **seeds.** vLLM seeds per request, so every row gets its own seed derived from ``(seed, row, round)``: the
   rollouts of a GRPO group (identical prompts) differ, and a seeded batch reproduces.
 - **weights.** Only LoRA adapters are synced: after each optimizer step :meth:`~VLLMGenerationEngine.sync_weights`
   writes the adapter with peft ``save_pretrained`` to a fresh directory and serves it under a new
   ``LoRARequest`` (new int id, new path; vLLM caches adapters by id, so reusing an id would serve the old one).
+  Ids are unique in the process, not per engine object: the process's ``vllm.LLM`` outlives a
+  :class:`VLLMGenerationEngine`, and a second engine counting from 1 again would be served the first one's adapters.
+- **lifetime.** The engine starts at the first generation; :meth:`~VLLMGenerationEngine.close` (called by the module
+  at the end of ``fit``, ``validate`` and ``test``) shuts the process's engines down: vLLM's engine core and worker
+  processes exit and free their memory (on a GPU the share ``gpu_memory_utilization`` took), and the next
+  generation starts a new engine.
 - **the canary.** A stale adapter is the classic silent bug of colocated RL: training goes on, the engine samples
   from an old policy and the importance ratios quietly absorb it. After every sync the engine scores a fixed
   probe (``prompt_logprobs``) under the new adapter and compares it with the previous sync; if the trained policy
@@ -35,6 +46,7 @@ without an adapter) instead of loading the weights twice.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
@@ -65,6 +77,9 @@ CANARY_PROBE = (
 """The fixed text whose log-probs the canary compares across syncs (code, like what the policy writes)."""
 
 _SEED_MODULUS = 2**31 - 1
+SHUTDOWN_TIMEOUT_S = 30.0
+"""How long a shut-down engine's processes may take to exit before vLLM kills them."""
+_LORA_IDS = itertools.count(1)  # vLLM caches adapters by id: one id per adapter in the process (module docstring)
 
 
 def import_vllm() -> Any:
@@ -73,7 +88,8 @@ def import_vllm() -> Any:
         import vllm
     except ImportError as error:
         raise ModuleNotFoundError(
-            f"the vLLM engine and world-model backend need vLLM (a GPU extra): {INSTALL_HINT} "
+            f"the vLLM engine and world-model backend need vLLM: {INSTALL_HINT} on a GPU machine, "
+            "vLLM's CPU build in .venv-vllm on CPU (docs/scale-out.md) "
             "(or leave model.init_args.engine and the world model's backend unset: transformers). Import failed with: "
             f"{error}"
         ) from error
@@ -85,7 +101,12 @@ class VLLMSettings:
     """How the process's vLLM engine is built (shared by the policy engine and the world-model backend).
 
     Attributes:
-        gpu_memory_utilization: share of the GPU vLLM may take (weights + KV cache); the rest is training's.
+        gpu_memory_utilization: share of the GPU vLLM may take (weights + KV cache); the rest is training's. On
+            vLLM's CPU build it is the share of the machine's RAM the engine reserves (vLLM reuses the name), which
+            ``kv_cache_memory_gib`` replaces.
+        kv_cache_memory_gib: the KV cache's size in GiB, set explicitly (vLLM's ``kv_cache_memory_bytes``) instead
+            of derived from ``gpu_memory_utilization``; ``None``: derived. On CPU, where RAM is shared with training,
+            an explicit size is the predictable choice (1 GiB holds ~23,000 tokens of SmolLM2-135M in float32).
         tensor_parallel_size: GPUs per engine (1: one engine per GPU, the colocated layout).
         max_model_len: context length (``None``: the checkpoint's).
         dtype: weights dtype in vLLM (``auto``: the checkpoint's).
@@ -99,6 +120,7 @@ class VLLMSettings:
     """
 
     gpu_memory_utilization: float = 0.35
+    kv_cache_memory_gib: float | None = None
     tensor_parallel_size: int = 1
     max_model_len: int | None = None
     dtype: str = "auto"
@@ -114,6 +136,8 @@ class VLLMSettings:
             problems.append(
                 f"vllm.gpu_memory_utilization must be in (0, 1] (got {self.gpu_memory_utilization})"
             )
+        if self.kv_cache_memory_gib is not None and self.kv_cache_memory_gib <= 0:
+            problems.append(f"vllm.kv_cache_memory_gib must be > 0 (got {self.kv_cache_memory_gib})")
         if self.tensor_parallel_size < 1:
             problems.append(f"vllm.tensor_parallel_size must be >= 1 (got {self.tensor_parallel_size})")
         if self.canary_min_change <= 0:
@@ -165,6 +189,8 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
     )
     if settings.max_model_len is not None:
         kwargs["max_model_len"] = settings.max_model_len
+    if settings.kv_cache_memory_gib is not None:
+        kwargs["kv_cache_memory_bytes"] = int(settings.kv_cache_memory_gib * 2**30)
     if settings.distributed_executor_backend is not None:
         kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
     if max_lora_rank is not None:
@@ -176,8 +202,12 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
 
 
 def release_engines() -> None:
-    """Forget this process's engines (tests; a real engine frees its GPU memory when garbage-collected)."""
-    _ENGINES.clear()
+    """Shut down this process's engines and forget them: each engine's core and worker processes exit and free
+    their memory now, rather than being killed at interpreter exit (vLLM's finalizer gives them no time, and they
+    leave shared memory behind). The next :func:`shared_llm` starts a new engine."""
+    while _ENGINES:
+        _, (llm, _) = _ENGINES.popitem()
+        llm.llm_engine.engine_core.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
 
 
 def checkpoint_dir(model: Any) -> Path:
@@ -260,7 +290,6 @@ class VLLMGenerationEngine(GenerationEngine):
         self.lora_request: Any = None
         self.syncs = 0
         self.last_canary: dict[str, float] = {}
-        self._llm: Any = None
         self._adapter_root: tempfile.TemporaryDirectory | None = None
         self._adapter_dirs: list[Path] = []
         self._probe = list(tokenizer(CANARY_PROBE, add_special_tokens=False)["input_ids"])
@@ -269,10 +298,16 @@ class VLLMGenerationEngine(GenerationEngine):
 
     @property
     def llm(self) -> Any:
-        """The process's ``vllm.LLM`` (started on first use)."""
-        if self._llm is None:
-            self._llm = shared_llm(self.model_path, self.settings, self.lora_rank)
-        return self._llm
+        """The process's ``vllm.LLM`` for this checkpoint (started on first use, and again after :meth:`close`)."""
+        return shared_llm(self.model_path, self.settings, self.lora_rank)
+
+    def close(self) -> None:
+        """Shut down the process's vLLM engines (this one and a world model's: they serve the same fit) and forget
+        the served adapter: the next generation starts a new engine and syncs the current adapter to it."""
+        release_engines()
+        self.lora_request = None
+        self._engine_probe = self._policy_probe = None
+        self.last_canary = {}
 
     # -- generation -------------------------------------------------------------------------------------
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
@@ -320,9 +355,11 @@ class VLLMGenerationEngine(GenerationEngine):
                 )
             outputs = self.llm.generate(requests, sampling, lora_request=self.lora_request, use_tqdm=False)
             still = []
-            for row, output in zip(active, outputs, strict=True):
+            for row, request, output in zip(active, requests, outputs, strict=True):
                 completion = output.outputs[0]
                 new = [int(t) for t in completion.token_ids]
+                # positions the engine computed: the prompt less its prefix-cache hit, then one per new token
+                self.tokens_run += len(request["prompt_token_ids"]) - (output.num_cached_tokens or 0) + len(new)
                 tokens[row] += new
                 logprobs[row] += sampled_logprobs(new, completion.logprobs)
                 stopped_on_text = completion.finish_reason == "stop" and isinstance(
@@ -366,11 +403,10 @@ class VLLMGenerationEngine(GenerationEngine):
         if self._adapter_root is None:
             self._adapter_root = tempfile.TemporaryDirectory(prefix="wmrl-lora-")
         self.syncs += 1
-        path = Path(self._adapter_root.name) / f"adapter-{self.syncs}"
+        lora_id = next(_LORA_IDS)
+        path = Path(self._adapter_root.name) / f"adapter-{lora_id}"
         self.policy.save_pretrained(str(path))
-        self.lora_request = vllm_lora(
-            lora_name=f"wmrl-policy-{self.syncs}", lora_int_id=self.syncs, lora_path=str(path)
-        )
+        self.lora_request = vllm_lora(lora_name=f"wmrl-policy-{lora_id}", lora_int_id=lora_id, lora_path=str(path))
         self._adapter_dirs.append(path)
         if self.settings.canary:
             self._canary()

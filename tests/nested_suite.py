@@ -1,0 +1,26 @@
+"""A test folder run by another interpreter: the VLA suite in ``.venv312`` and the real-vLLM suite in ``.venv-vllm``
+(each environment holds what the main one cannot: LeRobot on Python 3.12, vLLM with its transformers pin)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def assert_suite_passes(python: Path, folder: str, timeout_s: int) -> None:
+    """``python -m pytest tests/<folder>`` on this tree's wmrl (``PYTHONPATH``; ``WMRL_CACHE`` and the rest of this
+    session's environment inherited) passes, and no test in it skipped."""
+    path = ROOT / "tests" / folder
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir", str(path), str(path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
+    )
+    tail = (run.stdout + run.stderr)[-6000:]
+    where = python.parents[1].name
+    assert run.returncode == 0, f"tests/{folder} failed in {where}:\n{tail}"
+    last = run.stdout.strip().splitlines()[-1]
+    assert " passed" in last and "skipped" not in last, f"tests/{folder} in {where} skipped tests:\n{tail}"

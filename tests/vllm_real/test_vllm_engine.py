@@ -1,0 +1,158 @@
+"""VLLMGenerationEngine against the real vLLM on SmolLM2-135M: the adapter sync (checked by what the engine
+samples, not by a call count), seeds, the behaviour log-probs the GRPO ratio is built on, the code-block stop and
+prefix caching. One engine serves the session (conftest.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from wmrl.algorithms.grpo import clipped_surrogate, token_logprobs
+from wmrl.generation.engine import SamplingParams, closes_code_block
+from wmrl.generation.hf import HFGenerationEngine
+from wmrl.generation.vllm import VLLMGenerationEngine
+from wmrl.models.kv import causal_lm_logits
+
+LOGPROB_TOLERANCE = 1e-3
+"""Largest difference, in nats, allowed between a token's behaviour log-prob from vLLM and the log-prob the GRPO
+update recomputes for it (float32 on both sides; measured: 4e-5 at most over 512 tokens). GRPO's ratio is
+exp(difference), clipped at 1 +/- 0.2: a difference of 1e-3 moves it by 0.1%, a two-hundredth of the clip range, so
+the engine's arithmetic alone clips no token and leaves every importance weight within 0.1% of 1."""
+
+
+def chat(tokenizer, text: str) -> list[int]:
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                             add_generation_prompt=True)
+    return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+
+
+def recomputed(policy, pad_id: int, prompt: list[int], generations, temperature: float) -> list[list[float]]:
+    """Each generation's token log-probs as GRPOModule's update computes them (right-padded rows, the shared prompt
+    run once, ``token_logprobs`` at the sampling temperature)."""
+    rows = [prompt + list(g.token_ids) for g in generations]
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    for row, tokens in enumerate(rows):
+        ids[row, : len(tokens)] = torch.tensor(tokens)
+        attention[row, : len(tokens)] = 1
+    first = len(prompt)
+    with torch.no_grad():
+        logits = causal_lm_logits(policy, ids, attention, width - first + 1, share_prefix=True)
+    values = token_logprobs(logits, ids[:, first - 1 :], temperature=temperature)[:, 1:]
+    return [values[row, : len(g.token_ids)].tolist() for row, g in enumerate(generations)]
+
+
+def test_a_training_step_reaches_the_engine_before_the_next_generation(new_policy, cpu_settings):
+    """The engine keeps its own copy of the weights: after a training step it samples the old policy until the
+    sync, and the new one right after it (greedy output and log-probs, not a call count)."""
+    policy, tokenizer = new_policy()  # a fresh adapter (B = 0): the base policy
+    engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
+    prompt = chat(tokenizer, "Name a fruit.")
+    target = tokenizer("Durian, the adapter fruit.", add_special_tokens=False)["input_ids"]
+    greedy = SamplingParams(max_new_tokens=len(target), temperature=0.0, stop_after_code_block=False)
+    (before,) = engine.generate([prompt], greedy)
+    assert list(before.token_ids) != target
+
+    # training steps on the LoRA adapter until the policy itself says the target greedily
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-3)
+    ids = torch.tensor([prompt + target])
+    for _ in range(60):
+        logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+        loss = torch.nn.functional.cross_entropy(logits, ids[0, len(prompt) :])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if logits.argmax(-1).tolist() == target:
+            break
+    with torch.no_grad():
+        assert policy(input_ids=ids).logits[0, len(prompt) - 1 : -1].argmax(-1).tolist() == target
+
+    (stale,) = engine.generate([prompt], greedy)
+    assert stale.token_ids == before.token_ids  # not synced yet: the engine still serves the old adapter
+    engine.sync_weights()  # what GRPOModule.update does after optimizer.step()
+    assert engine.last_canary["canary/policy_change"] > cpu_settings.canary_min_change
+    assert engine.last_canary["canary/engine_change"] > 0
+    (after,) = engine.generate([prompt], greedy)
+    assert list(after.token_ids) == target
+    # greedy turns report temperature-1 log-probs: those of the trained policy
+    expected = recomputed(policy, tokenizer.pad_token_id, prompt, [after], temperature=1.0)[0]
+    assert list(after.logprobs) == pytest.approx(expected, abs=LOGPROB_TOLERANCE)
+
+
+def test_seeded_sampling_reproduces_and_a_groups_rows_differ(new_policy, cpu_settings, quickstart_prompt):
+    policy, tokenizer = new_policy(adapter_scale=0.02)
+    engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
+    group = [quickstart_prompt(tokenizer)] * 4
+    params = SamplingParams(max_new_tokens=24, temperature=1.0, seed=7, stop_after_code_block=False)
+    first = [g.token_ids for g in engine.generate(group, params)]
+    assert len(set(first)) == 4  # one prompt, four rollouts: each row has its own seed
+    assert [g.token_ids for g in engine.generate(group, params)] == first  # the same seed: the same group
+    other = SamplingParams(max_new_tokens=24, temperature=1.0, seed=8, stop_after_code_block=False)
+    assert [g.token_ids for g in engine.generate(group, other)] != first
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_behaviour_logprobs_agree_with_the_updates_recomputation(new_policy, cpu_settings, quickstart_prompt,
+                                                                 temperature):
+    """The engine's log-probs are GRPO's old log-probs: on the first update step, before any change, the ratio
+    against the recomputation must be 1 up to arithmetic (LOGPROB_TOLERANCE), and no token clipped."""
+    policy, tokenizer = new_policy(adapter_scale=0.02)  # a trained adapter: the engine must apply it
+    engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
+    prompt = quickstart_prompt(tokenizer)
+    params = SamplingParams(max_new_tokens=64, temperature=temperature, seed=3, code_block_open=True)
+    generations = engine.generate([prompt] * 8, params)
+    expected = recomputed(policy, tokenizer.pad_token_id, prompt, generations, temperature)
+    old = torch.tensor([lp for g in generations for lp in g.logprobs])[None]  # [1, tokens of the group]
+    new = torch.tensor([lp for row in expected for lp in row])[None]
+    differences = (old - new).abs()
+    print(f"T={temperature}: {differences.numel()} tokens, max |diff| {differences.max():.2e}, "
+          f"mean |diff| {differences.mean():.2e} nats")
+    assert differences.max() <= LOGPROB_TOLERANCE
+    for advantage in (1.0, -1.0):
+        _, clipped = clipped_surrogate(new, old, torch.tensor([advantage]))
+        assert clipped.sum() == 0
+
+
+def test_a_turn_stops_at_its_closed_code_block_as_the_transformers_engine_does(new_policy, cpu_settings,
+                                                                               quickstart_prompt):
+    """Greedy turns through vLLM's stop-string rounds end where the transformers engine's token-by-token rule ends
+    them: with the block prefilled (the quickstart) and with the block opened by the policy itself."""
+    policy, tokenizer = new_policy()
+    vllm_engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
+    hf_engine = HFGenerationEngine(policy, tokenizer)
+    prefilled = quickstart_prompt(tokenizer)
+    own = chat(tokenizer, "Write a python function that returns the square of a number, in a python code block.")
+    for prompt, opened in ((prefilled, True), (own, False)):
+        params = SamplingParams(max_new_tokens=256, temperature=0.0, code_block_open=opened)
+        (on_vllm,) = vllm_engine.generate([prompt], params)
+        (on_hf,) = hf_engine.generate([prompt], params)
+        text = ("```python\n" if opened else "") + on_vllm.text
+        assert on_vllm.finish_reason == "stop" and closes_code_block(text), on_vllm.text
+        assert on_vllm.text.rstrip().endswith("```")  # nothing after the closing fence
+        assert on_vllm.token_ids == on_hf.token_ids and on_hf.finish_reason == "stop"
+    # without the stop the same turn runs on past the fence
+    (unstopped,) = vllm_engine.generate([own], SamplingParams(max_new_tokens=256, temperature=0.0,
+                                                              stop_after_code_block=False))
+    assert len(unstopped.token_ids) > len(on_vllm.token_ids)
+
+
+def test_a_groups_shared_prompt_is_computed_once(new_policy, cpu_settings, quickstart_prompt):
+    """Prefix caching: the eight rollouts of a group share the ~1,000-token task prompt, and the engine computes it
+    about once (``tokens_run``: positions the engine computed, from vLLM's per-request cache hits)."""
+    policy, tokenizer = new_policy()
+    engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
+    engine.generate([chat(tokenizer, "hi")], SamplingParams(max_new_tokens=1))  # the adapter synced first
+    engine.llm.reset_prefix_cache()
+    prompt = quickstart_prompt(tokenizer)
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=0, stop_after_code_block=False)
+    before = engine.tokens_run
+    engine.generate([prompt] * 8, params)
+    computed = engine.tokens_run - before
+    block = engine.llm.llm_engine.vllm_config.cache_config.block_size  # the cache's unit (128 tokens on CPU)
+    print(f"a group of 8 x {len(prompt)} prompt tokens: {computed} positions computed (KV block {block})")
+    # the prompt once; every other row at most its last block (vLLM recomputes a fully cached prompt's last block)
+    assert len(prompt) > 800 and computed <= len(prompt) + 7 * block + 8 * 8
+    before = engine.tokens_run
+    engine.generate([prompt] * 8, params)  # the next step's group of the same task: all but the last block cached
+    assert engine.tokens_run - before <= 8 * (block + 8)
