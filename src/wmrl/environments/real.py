@@ -90,13 +90,25 @@ class SandboxEnvironment:
     def limits(self, task: BuiltTask) -> SandboxLimits:
         return SandboxLimits(timeout_s=self.timeout_s or task.spec.time_budget_s, memory_mb=task.spec.memory_mb)
 
-    def request(self, task: BuiltTask, script: str) -> ExecutionRequest:
+    def hidden_paths(self) -> tuple[str, ...]:
+        """What no run may read, whichever task it solves: the task cache (every built task's answers, the
+        execution log and its key) and the private folders of *every* folder task of the suite (the sandboxes
+        cover those that fall inside what they show: a task folder under ``/usr/lib`` or in ``site-packages``)."""
+        paths = [str(self.suite.cache_dir)]
+        for spec in self.suite.specs():
+            if spec.folder is not None:
+                paths += map(str, spec.folder.private_roots)
+        return tuple(dict.fromkeys(paths))
+
+    def request(self, task: BuiltTask, script: str, hidden: tuple[str, ...] | None = None) -> ExecutionRequest:
+        """The sandbox request of one run (``hidden``: :meth:`hidden_paths`, computed once per batch)."""
+        hidden = self.hidden_paths() if hidden is None else hidden
         return ExecutionRequest(
             script=script,
             public_dir=task.public_dir,
             files={"task.md": task.description.encode()},
             limits=self.limits(task),
-            forbidden=(str(self.suite.cache_dir), *map(str, task.private_paths)),
+            forbidden=tuple(dict.fromkeys((*hidden, *map(str, task.private_paths)))),
             label=task.id,
         )
 
@@ -134,7 +146,8 @@ class SandboxEnvironment:
             if on_done is not None:
                 on_done(i, outcome)
 
-        self.sandbox.run_many([self.request(task, script) for _, task, script, _ in pending], on_done=finished)
+        hidden = self.hidden_paths() if pending else ()
+        self.sandbox.run_many([self.request(task, script, hidden) for _, task, script, _ in pending], on_done=finished)
         return outcomes  # type: ignore[return-value]
 
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:

@@ -58,20 +58,19 @@ from wmrl.environments.sandbox.common import (
     prepare_workdir,
     remove_tree,
 )
+from wmrl.environments.sandbox.mounts import Mount, MountPlan
 from wmrl.environments.sandbox.process import SANDBOX_UID, sandbox_env
+from wmrl.environments.sandbox.runtime_view import runtime_view
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "wmrl-sandbox:local"
 CONTAINER_LABELS = {"wmrl": "sandbox"}
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 _IMAGE_DIRS = ("usr", "etc", "tmp", "proc", "sys", "dev", "sandbox", "wmrl")
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _MISSING_SDK = "DockerSandbox needs the docker SDK: pip install 'wmrl[docker]'"
 _CONTROL_TIMEOUT_S = 60
-# Files Python imports: kept visible inside bundled-data folders so that the packages still import.
-_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
 def _import_docker():
@@ -123,36 +122,8 @@ def pick_engine(free_slots: Sequence[int]) -> int | None:
     return best if best is not None and free_slots[best] > 0 else None
 
 
-def data_cover(data_dirs: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What to mount over bundled datasets so that no process in the container can read them.
-
-    Returns ``(dirs, files)``: folders under ``data_dirs`` (or the folders themselves) with no Python code
-    anywhere below them, to cover whole with an empty tmpfs, and the data files that share a folder with
-    Python code, to cover one by one (covering their folder would break the imports of the packages that
-    import those modules, e.g. ``statsmodels.api`` imports every ``statsmodels.datasets.*``).
-    """
-    dirs: list[str] = []
-    files: list[str] = []
-    for top in data_dirs:
-        if any(top == d or top.startswith(d + "/") for d in dirs):
-            continue
-        for root, subdirs, names in os.walk(top):
-            has_code = any(n.endswith(_CODE_SUFFIXES) for _, _, ns in os.walk(root) for n in ns)
-            if not has_code:
-                dirs.append(root)
-                subdirs[:] = []  # covered whole
-                continue
-            files.extend(
-                os.path.join(root, n)
-                for n in sorted(names)
-                if not n.endswith(_CODE_SUFFIXES) and not os.path.islink(os.path.join(root, n))
-            )
-            subdirs.sort()
-    return tuple(dirs), tuple(files)
-
-
-def image_tarball() -> bytes:
-    """The sandbox image's whole filesystem: empty mount points, and the host's top-level links
+def image_tarball(links: Sequence[Mount] = ()) -> bytes:
+    """The sandbox image's whole filesystem: empty mount points, and the symbolic links of the mount plan
     (``/bin -> usr/bin`` on merged-usr systems) so that the dynamic loader and ``/bin/sh`` resolve."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -161,19 +132,24 @@ def image_tarball() -> bytes:
             # The engine gives a tmpfs the mode of the image directory it covers.
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
             tar.addfile(info)
-        for path in _SYSTEM_DIRS:
-            if os.path.islink(path):
-                info = tarfile.TarInfo(path.lstrip("/"))
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
-                tar.addfile(info)
+        for link in sorted(links, key=lambda m: m.target):
+            parents = Path(link.target.lstrip("/")).parents
+            for parent in reversed(parents[:-1]):
+                if str(parent) not in _IMAGE_DIRS and str(parent) not in tar.getnames():
+                    info = tarfile.TarInfo(str(parent))
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+            info = tarfile.TarInfo(link.target.lstrip("/"))
+            info.type, info.linkname = tarfile.SYMTYPE, link.source
+            tar.addfile(info)
     return buf.getvalue()
 
 
-def ensure_image(client, image: str) -> None:
+def ensure_image(client, image: str, links: Sequence[Mount] = ()) -> None:
     """Build ``image`` on the engine from :func:`image_tarball` unless it is there from the same recipe
     (a label holds the tarball's hash, so a changed recipe or host layout rebuilds it)."""
     docker = _import_docker()
-    tarball = image_tarball()
+    tarball = image_tarball(links)
     recipe = hashlib.sha256(tarball).hexdigest()[:16]
     try:
         if (client.images.get(image).labels or {}).get("wmrl.recipe") == recipe:
@@ -213,6 +189,8 @@ class DockerSandbox(Sandbox):
         max_concurrency: runs at once in :meth:`run_many` (default: the slots of all engines together).
         python: interpreter that runs solutions (default: this one, with the same packages).
         tmp_root: where per-run work dirs are made on the host (default: the system temp dir).
+        views_dir: where the runtime views of interpreters are cached (default
+            :func:`~wmrl.environments.sandbox.runtime_view.default_views_dir`).
 
     When a run fails with an infrastructure error and its engine no longer answers a ping, the engine is
     marked down (no new runs go there) and the run is re-queued from scratch on another engine, so an engine
@@ -235,6 +213,7 @@ class DockerSandbox(Sandbox):
         max_concurrency: int | None = None,
         python: str | None = None,
         tmp_root: str | None = None,
+        views_dir: str | None = None,
     ) -> None:
         _import_docker()
         if slots_per_engine is not None and slots_per_engine < 1:
@@ -245,7 +224,7 @@ class DockerSandbox(Sandbox):
         self.python = python or sys.executable
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
-        self.covered_dirs, self.covered_files = data_cover(self.bundled)
+        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir))
         self._slots_changed = threading.Condition()
         self.engines: list[_Engine] = []
         self.requeued = 0
@@ -264,7 +243,7 @@ class DockerSandbox(Sandbox):
             client = _connect(url, timeout=_CONTROL_TIMEOUT_S)
             client.ping()
             slots = slots or max(1, int(client.info().get("NCPU") or 1))
-            ensure_image(client, self.image)
+            ensure_image(client, self.image, [m for m in self.plan.system if m.kind == "link"])
             stream = _connect(url, timeout=None, pool=2 * slots + 4)
         except ImportError:
             raise
@@ -328,27 +307,23 @@ class DockerSandbox(Sandbox):
             return True
 
     # -- container construction -------------------------------------------------------------------------
-    def _mounts(self, workdir: Path) -> list:
-        from docker.types import Mount
+    def _mounts(self, workdir: Path, request: ExecutionRequest) -> list:
+        """The mount plan as docker mounts (the engine mounts parents before children and makes missing
+        mount points root-owned 0755, so the chain stays readable for uid 65534 even where the host's is not)."""
+        from docker.types import Mount as DockerMount
 
-        mounts = [
-            Mount(d, d, type="bind", read_only=True)
-            for d in _SYSTEM_DIRS
-            if os.path.isdir(d) and not os.path.islink(d)
-        ]
-        python_dirs = {sys.prefix, sys.base_prefix, str(Path(self.python).resolve().parent.parent)}
-        if Path(self.python).parent.parent.is_dir():
-            python_dirs.add(str(Path(self.python).parent.parent))
-        # Parents the engine creates for these mount points are root-owned 0755: the chain stays readable
-        # for uid 65534 even where the host's is not (/root is 0700).
-        for d in sorted(python_dirs, key=len):
-            if not any(d == m["Target"] or d.startswith(m["Target"] + "/") for m in mounts):
-                mounts.append(Mount(d, d, type="bind", read_only=True))
-        # Over the installation's bundled datasets (the engine mounts parents before children).
-        mounts += [Mount(d, None, type="tmpfs", read_only=True, tmpfs_size=4096) for d in self.covered_dirs]
-        mounts += [Mount(f, "/dev/null", type="bind", read_only=True) for f in self.covered_files]
-        mounts.append(Mount(_INNER_BOOT, str(BOOT_PATH), type="bind", read_only=True))
-        mounts.append(Mount(_INNER_WORKDIR, str(workdir), type="bind", read_only=False))
+        mounts = []
+        plan = self.plan
+        for m in [*plan.system, *plan.python(), *plan.covers(request.forbidden)]:
+            if m.kind == "bind":
+                mounts.append(DockerMount(m.target, m.source, type="bind", read_only=True))
+            elif m.kind == "cover":
+                mounts.append(DockerMount(m.target, None, type="tmpfs", read_only=True, tmpfs_size=4096))
+            elif m.kind == "null":
+                mounts.append(DockerMount(m.target, "/dev/null", type="bind", read_only=True))
+            # links are part of the image (image_tarball)
+        mounts.append(DockerMount(_INNER_BOOT, str(BOOT_PATH), type="bind", read_only=True))
+        mounts.append(DockerMount(_INNER_WORKDIR, str(workdir), type="bind", read_only=False))
         return mounts
 
     def container_config(self, workdir: Path, request: ExecutionRequest, nonce: str) -> dict[str, Any]:
@@ -372,7 +347,7 @@ class DockerSandbox(Sandbox):
             working_dir=_INNER_WORKDIR,
             environment=sandbox_env(_INNER_WORKDIR),
             user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-            mounts=self._mounts(workdir),
+            mounts=self._mounts(workdir, request),
             tmpfs={"/tmp": tmpfs_opts, "/dev/shm": tmpfs_opts},
             read_only=True,
             network_mode="none",

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import functools
 import itertools
 import logging
 import os
@@ -65,6 +64,8 @@ from wmrl.environments.sandbox.common import (
     prepare_workdir,
     remove_tree,
 )
+from wmrl.environments.sandbox.mounts import Mount, MountPlan
+from wmrl.environments.sandbox.runtime_view import runtime_view
 from wmrl.environments.sandbox.seccomp import seccomp_program
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,7 @@ _UID_LOCK_DIRS = ("/run/wmrl-sandbox-uids", os.path.join(tempfile.gettempdir(), 
 _uid_cursor = itertools.count(os.getpid() * 7919)
 # Inodes of the per-run tmpfs: empty files cost kernel memory that ``size=`` does not count.
 _MAX_INODES = 65536
-_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd")
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _probe_cache: dict[str, str | None] = {}
@@ -161,74 +160,26 @@ def resolve_isolation(isolation: Isolation) -> str:
     return isolation
 
 
-def hide_data_args(data_dirs: tuple[str, ...]) -> list[str]:
-    """bwrap arguments that make every data file under ``data_dirs`` unreadable while keeping their code.
-
-    A folder holding data is covered by an empty tmpfs, and what is Python code in it (modules, compiled
-    extensions, ``__pycache__``) is bound back read-only, recursively: the data files are absent, and a data
-    file added by a new package version is hidden by default. Where that takes more mounts than the folder
-    has data files (each mount costs ~1 ms at every start), its data files are covered one by one with
-    ``/dev/null`` instead (present, but empty). Must follow the binds of the Python installation.
-    """
+def bwrap_mounts(mounts: list[Mount] | tuple[Mount, ...]) -> list[str]:
+    """bubblewrap arguments for a part of the mount plan, in order. Parent folders that the plan does not mount
+    are made world-readable (bwrap would make them 0700, and the run's uid could not pass ``/root``)."""
     args: list[str] = []
-
-    def is_code(entry: os.DirEntry) -> bool:
-        return entry.name.endswith(_CODE_SUFFIXES) and not entry.is_symlink()
-
-    @functools.cache
-    def listing(path: str) -> tuple[list[os.DirEntry], list[os.DirEntry], list[os.DirEntry]]:
-        """(subfolders, code files, other entries) of ``path``."""
-        with os.scandir(path) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        dirs = [e for e in entries if e.is_dir(follow_symlinks=False)]
-        code = [e for e in entries if e not in dirs and is_code(e)]
-        return dirs, code, [e for e in entries if e not in dirs and e not in code]
-
-    @functools.cache
-    def has_code(path: str) -> bool:
-        dirs, code, _ = listing(path)
-        return bool(code) or any(has_code(d.path) for d in dirs)
-
-    @functools.cache
-    def plan(path: str) -> tuple[str, int]:
-        """How to hide the data of the visible folder ``path`` (``keep``, ``tmpfs``, ``cover``, ``mask``) and
-        how many mounts that takes."""
-        dirs, code, data = listing(path)
-        sub = [(d, plan(d.path)) for d in dirs]
-        if not data and all(how == "keep" for _, (how, _) in sub):
-            return "keep", 0
-        if not has_code(path):
-            return "tmpfs", 1
-        # cover: a tmpfs, the code files and code-holding subfolders bound back, those then hidden in turn
-        cover = 1 + len(code) + sum(1 + n for d, (_, n) in sub if has_code(d.path))
-        mask = len(data) + sum(n for _, (_, n) in sub)  # /dev/null over each data file here
-        return ("cover", cover) if cover <= mask else ("mask", mask)
-
-    def hide(path: str) -> None:
-        how, _ = plan(path)
-        dirs, code, data = listing(path)
-        if how == "tmpfs":
-            args.extend(["--tmpfs", path])
-            return
-        if how == "cover":
-            args.extend(["--tmpfs", path])
-            for entry in code:
-                args.extend(["--ro-bind", entry.path, entry.path])
-            dirs = [d for d in dirs if has_code(d.path)]
-            for d in dirs:
-                args.extend(["--ro-bind", d.path, d.path])
-        elif how == "mask":
-            for entry in data:
-                args.extend(["--ro-bind", "/dev/null", entry.path])
-        for d in dirs:
-            if how != "keep":
-                hide(d.path)
-
-    done: list[str] = []
-    for top in data_dirs:
-        if not any(top == d or top.startswith(d + "/") for d in done):
-            hide(top)
-            done.append(top)
+    made: set[str] = set()
+    mounted: list[str] = []
+    for m in mounts:
+        for parent in map(str, reversed(Path(m.target).parents[:-1])):
+            if parent not in made and not any(parent == t or parent.startswith(t + "/") for t in mounted):
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+        mounted.append(m.target)
+        if m.kind == "bind":
+            args += ["--ro-bind", m.source, m.target]
+        elif m.kind == "link":
+            args += ["--symlink", m.source, m.target]
+        elif m.kind == "cover":
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", m.target]
+        else:
+            args += ["--ro-bind", "/dev/null", m.target]
     return args
 
 
@@ -304,6 +255,8 @@ class ProcessSandbox(Sandbox):
         python: interpreter that runs solutions (default: this one, with the same packages).
         tmp_root: where per-run work dirs are made (default: the system temp dir). As root each run's dir is a
             tmpfs of ``limits.max_disk_mb`` mounted there, unmounted after the run.
+        views_dir: where the runtime views of interpreters are cached (default
+            :func:`~wmrl.environments.sandbox.runtime_view.default_views_dir`).
     """
 
     name = "process"
@@ -314,6 +267,7 @@ class ProcessSandbox(Sandbox):
         max_concurrency: int | None = None,
         python: str | None = None,
         tmp_root: str | None = None,
+        views_dir: str | None = None,
     ) -> None:
         super().__init__(max_concurrency)
         self.isolation = resolve_isolation(isolation)
@@ -321,7 +275,7 @@ class ProcessSandbox(Sandbox):
         self.tmp_root = tmp_root
         self.drop_uid = self.isolation == "bwrap" and os.geteuid() == 0
         self.bundled = bundled_data_dirs()
-        self._hide_data = hide_data_args(self.bundled) if self.isolation == "bwrap" else []
+        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir)) if self.isolation == "bwrap" else None
         self.seccomp = seccomp_program() if self.isolation == "bwrap" else None
         if self.isolation == "bwrap" and self.seccomp is None:
             log.warning("ProcessSandbox: no seccomp filter for %s; keyring and namespace syscalls stay open",
@@ -352,22 +306,11 @@ class ProcessSandbox(Sandbox):
     ) -> list[str]:
         cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         cmd += ["--die-with-parent", "--new-session"]
-        made: set[str] = set()
-
-        def parents(path: str) -> list[str]:
-            out = []
-            for parent in reversed(Path(path).parents):
-                p = str(parent)
-                if p != "/" and p not in made and not any(p == d or p.startswith(d + "/") for d in _SYSTEM_DIRS):
-                    made.add(p)
-                    out += ["--perms", "0755", "--dir", p]
-            return out
-
-        for d in _SYSTEM_DIRS:
-            if os.path.isdir(d):
-                cmd += ["--ro-bind", d, d]
-        # Fresh /tmp and /dev before the Python installation's binds: bwrap applies these in order, and a tmpfs
-        # mounted later would hide an installation that lives under /tmp (a venv in a checkout under /tmp).
+        # The system first; then fresh /proc, /dev and /tmp; then the Python installation's runtime view: bwrap
+        # applies these in order, and a tmpfs mounted later would hide an installation that lives under /tmp (a
+        # venv in a checkout under /tmp); last, the covers over task folders and caches the view would show.
+        plan = self.plan
+        cmd += bwrap_mounts(plan.system)
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         if scratch is not None:  # on the run's size-limited tmpfs, sharing one budget with the work dir
             cmd += ["--bind", str(scratch / "shm"), "/dev/shm", "--bind", str(scratch / "tmp"), "/tmp"]
@@ -375,13 +318,7 @@ class ProcessSandbox(Sandbox):
             size = str(request.limits.max_disk_mb * 1024 * 1024)
             for d in ("/dev/shm", "/tmp"):
                 cmd += ["--perms", "1777", "--size", size, "--tmpfs", d]
-        python_dirs = {sys.prefix, sys.base_prefix, str(Path(self.python).resolve().parent.parent)}
-        if Path(self.python).parent.parent.is_dir():
-            python_dirs.add(str(Path(self.python).parent.parent))
-        for d in sorted(python_dirs, key=len):
-            if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS):
-                cmd += parents(d) + ["--ro-bind", d, d]
-        cmd += self._hide_data
+        cmd += bwrap_mounts(plan.python() + plan.covers(request.forbidden))
         cmd += ["--perms", "0755", "--dir", "/wmrl", "--ro-bind", str(BOOT_PATH), _INNER_BOOT]
         cmd += ["--bind", str(workdir), _INNER_WORKDIR]
         if seccomp_fd is not None:
