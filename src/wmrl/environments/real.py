@@ -47,9 +47,14 @@ class SandboxEnvironment:
             isolation ``unshare`` or ``none`` (what ``auto`` falls back to without bubblewrap) runs the script as
             the host user on the host filesystem, where it can read the answers and write the execution log.
             Only for scripts you trust (your own); training on a policy's scripts must not set it.
+        allow_weak_bounds: accept a sandbox that cannot give each run its own control group
+            (``ProcessSandbox`` on a host without cgroup v2 delegation and without a writable cgroup v1 hierarchy):
+            a run's memory is then bounded per process only and its CPU not at all, so one run can take the
+            host's memory or starve its neighbours into timeouts. For trusted scripts, or a machine of your own.
 
     Raises:
-        ValueError: the sandbox cannot hide the answers and ``allow_weak_isolation`` is not set.
+        ValueError: the sandbox cannot hide the answers and ``allow_weak_isolation`` is not set, or it cannot
+            bound each run and ``allow_weak_bounds`` is not set.
     """
 
     source = Source.REAL
@@ -64,6 +69,7 @@ class SandboxEnvironment:
         timeout_s: float | None = None,
         starter_solution: str = "linear_baseline",
         allow_weak_isolation: bool = False,
+        allow_weak_bounds: bool = False,
     ) -> None:
         self.suite = suite or TaskSuite()
         self.starter_solution = starter_solution
@@ -81,6 +87,14 @@ class SandboxEnvironment:
                 "and forge the execution log. Install bubblewrap (apt-get install bubblewrap) or use the docker "
                 "sandbox (wmrl.environments.sandbox.docker.DockerSandbox); pass "
                 "model.init_args.environment.init_args.allow_weak_isolation=true only for trusted scripts."
+            )
+        if not sandbox.bounds_each_run and not allow_weak_bounds:
+            raise ValueError(
+                f"model.init_args.environment.init_args.sandbox: {type(sandbox).__name__} cannot give each run its "
+                f"own control group here ({getattr(sandbox, 'no_cgroup_reason', 'no cgroup')}), so a run's memory "
+                "is bounded per process only and its CPU not at all. Run as root, give wmrl a delegated cgroup v2 "
+                "(systemd-run --scope -p Delegate=yes ..., or WMRL_CGROUP=DIR) or use the docker sandbox; pass "
+                "model.init_args.environment.init_args.allow_weak_bounds=true to accept the weaker bounds."
             )
         self.sandbox = sandbox
         self.timeout_s = timeout_s
@@ -141,7 +155,9 @@ class SandboxEnvironment:
             i, task, script, key = pending[j]
             outcome = grade(task, result)
             if self.log is not None:
-                self.log.append(key, task.id, script, outcome, result.backend, result.isolation)
+                cacheable = not result.timed_out or result.own_timeout
+                self.log.append(key, task.id, script, outcome, result.backend, result.isolation,
+                                cacheable=cacheable, cpu_seconds=result.cpu_seconds)
             outcomes[i] = outcome
             if on_done is not None:
                 on_done(i, outcome)

@@ -36,6 +36,7 @@ import hashlib
 import io
 import logging
 import os
+import platform
 import sys
 import tarfile
 import tempfile
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.environments.sandbox.cgroups import CgroupFiles
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
     READ_ROOTS,
@@ -58,9 +60,11 @@ from wmrl.environments.sandbox.common import (
     prepare_workdir,
     remove_tree,
 )
+from wmrl.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.environments.sandbox.mounts import Mount, MountPlan
 from wmrl.environments.sandbox.process import SANDBOX_UID, sandbox_env
 from wmrl.environments.sandbox.runtime_view import runtime_view
+from wmrl.environments.sandbox.seccomp import docker_profile
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +229,11 @@ class DockerSandbox(Sandbox):
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
         self.plan = MountPlan.for_view(runtime_view(self.python, views_dir))
+        # wmrl's own syscall policy, the process sandbox's, in place of the engine's default profile
+        self.seccomp = docker_profile()
+        if self.seccomp is None:
+            log.warning("DockerSandbox: no seccomp policy of wmrl's for %s; the engine's default profile applies",
+                        platform.machine())
         self._slots_changed = threading.Condition()
         self.engines: list[_Engine] = []
         self.requeued = 0
@@ -258,7 +267,7 @@ class DockerSandbox(Sandbox):
 
     @property
     def description(self) -> str:
-        return "docker+uid"
+        return "docker+uid" + ("+seccomp" if self.seccomp else "")
 
     def close(self) -> None:
         for engine in self.engines:
@@ -352,7 +361,7 @@ class DockerSandbox(Sandbox):
             read_only=True,
             network_mode="none",
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=["no-new-privileges", *([f"seccomp={self.seccomp}"] if self.seccomp else [])],
             mem_limit=memory,
             memswap_limit=memory,
             pids_limit=limits.max_processes + 1,  # + the waiting shell
@@ -414,12 +423,15 @@ class DockerSandbox(Sandbox):
             start = time.monotonic()
             engine.client.api.start(container)
             exited.start()
-            timed_out = not exited.done.wait(request.limits.timeout_s)
+            budget = CpuBudget(request.limits.timeout_s, self._cgroup_of(engine, container))
+            reason = budget.wait(exited.done.wait)
+            timed_out = reason is not None
             if timed_out:
                 _kill(engine.client.api, container)
                 exited.done.wait(_CONTROL_TIMEOUT_S)
             wall = (exited.at or time.monotonic()) - start
             reader.join(timeout=5)
+            budget.finish()
             state = engine.client.api.inspect_container(container)["State"]
         finally:
             if stream is not None:
@@ -446,7 +458,22 @@ class DockerSandbox(Sandbox):
             backend=self.name,
             isolation=self.description,
             stderr_note=note,
+            timeout_reason=reason,
+            cpu_seconds=budget.cpu_seconds,
+            starved_seconds=budget.starved_seconds,
         )
+
+    @staticmethod
+    def _cgroup_of(engine: _Engine, container: str) -> CgroupFiles | None:
+        """The container's control group, read on this host (a local engine): its CPU seconds make the time
+        budget CPU time, as in the process sandbox. A remote engine's are not readable here: wall-clock budget."""
+        if not engine.url.startswith("unix://"):
+            return None
+        try:
+            pid = engine.client.api.inspect_container(container)["State"]["Pid"]
+        except Exception:  # noqa: BLE001 - no accounting is a weaker budget, not a failed run
+            return None
+        return CgroupFiles.of_process(pid) if pid else None
 
 
 class _Waiter(threading.Thread):

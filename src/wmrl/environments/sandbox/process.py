@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Literal
 
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.environments.sandbox.cgroups import RunCgroup, cgroup_support
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
     READ_ROOTS,
@@ -64,6 +65,7 @@ from wmrl.environments.sandbox.common import (
     prepare_workdir,
     remove_tree,
 )
+from wmrl.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.environments.sandbox.mounts import Mount, MountPlan
 from wmrl.environments.sandbox.runtime_view import runtime_view
 from wmrl.environments.sandbox.seccomp import seccomp_program
@@ -285,13 +287,28 @@ class ProcessSandbox(Sandbox):
         if not self.disk_quota and self.isolation == "bwrap":
             log.warning("ProcessSandbox: no size-limited tmpfs per run (%s): /tmp and /dev/shm are bounded by "
                         "limits.max_disk_mb each, the work dir only per file (limits.max_file_mb)", why_not)
+        self.cgroups, self.no_cgroup_reason = cgroup_support()
+        if self.cgroups is None:
+            _warn_once(
+                f"ProcessSandbox: no cgroup per run here ({self.no_cgroup_reason}). A run's memory is bounded per process only "
+                "(RLIMIT_AS: memfd, shared memory and several children can exceed limits.memory_mb), its CPU not "
+                "at all (a busy run can starve its neighbours into timeouts), and its time budget is wall-clock. "
+                "Training refuses this unless allow_weak_bounds=true; run as root, or give wmrl a delegated "
+                "cgroup v2 (systemd-run --scope -p Delegate=yes ..., or WMRL_CGROUP=DIR)."
+            )
 
     @property
     def description(self) -> str:
         return self.isolation + "".join(
-            f"+{layer}" for layer, on in (("uid", self.drop_uid), ("seccomp", self.seccomp), ("quota", self.disk_quota))
+            f"+{layer}" for layer, on in (("uid", self.drop_uid), ("seccomp", self.seccomp), ("quota", self.disk_quota),
+                                          ("cgroup", self.cgroups is not None))
             if on
         )
+
+    @property
+    def bounds_each_run(self) -> bool:
+        """Whether each run gets its own control group (memory of the whole tree, one CPU, CPU-time budget)."""
+        return self.cgroups is not None
 
     @property
     def hides_answers(self) -> bool:
@@ -417,6 +434,20 @@ class ProcessSandbox(Sandbox):
             for path in [workdir, *workdir.rglob("*")]:
                 os.lchown(path, uid, uid)
         nonce = new_nonce()
+        limits = request.limits
+        cgroup = None
+        if self.cgroups is not None:
+            # bwrap, its reaper and setpriv are in the group too: a few processes more than the script's own
+            cgroup = RunCgroup(self.cgroups, limits.memory_mb * 1024 * 1024, cpus=1.0,
+                               max_processes=limits.max_processes + 4)
+        try:
+            return self._execute(workdir, request, nonce, uid, scratch, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+
+    def _execute(self, workdir: Path, request: ExecutionRequest, nonce: str, uid: int, scratch: Path | None,
+                 cgroup: RunCgroup | None) -> ExecutionResult:
         seccomp_fd = None
         if self.seccomp is not None:
             seccomp_fd = os.memfd_create("wmrl-seccomp")  # close-on-exec, but passed to bwrap by pass_fds
@@ -424,6 +455,8 @@ class ProcessSandbox(Sandbox):
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
             cmd, inner = self.command(workdir, request, nonce, uid=uid, seccomp_fd=seccomp_fd, scratch=scratch)
+            if cgroup is not None:
+                cmd = cgroup.join_argv() + cmd
             out, err = TailBuffer(request.limits.output_tail_bytes), TailBuffer(request.limits.output_tail_bytes)
             # The start marker must survive an stderr flood: keep the first bytes of stderr regardless.
             start = time.monotonic()
@@ -447,19 +480,22 @@ class ProcessSandbox(Sandbox):
         ]
         for t in readers:
             t.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=request.limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        budget = CpuBudget(request.limits.timeout_s, cgroup.files if cgroup is not None else None)
+        reason = budget.wait(lambda timeout: _exited(proc, timeout))
         wall = time.monotonic() - start
         _kill_group(proc.pid)
+        if cgroup is not None:
+            cgroup.kill()
         proc.wait()
         for t in readers:
             t.join(timeout=5)
+        budget.finish()
         exit_code = proc.returncode
         if self.isolation == "bwrap" and exit_code is not None and exit_code > 128:
             exit_code = -(exit_code - 128)  # bwrap reports a child killed by signal N as 128 + N
+        note = ""
+        if cgroup is not None and cgroup.files.oom_killed():
+            note = f"\n[wmrl] killed: out of memory (limit {request.limits.memory_mb} MB for the whole run)"
         return finish(
             workdir=workdir,
             request=request,
@@ -467,12 +503,34 @@ class ProcessSandbox(Sandbox):
             exit_code=exit_code,
             raw_exit_code=proc.returncode,
             wall_seconds=wall,
-            timed_out=timed_out,
+            timed_out=reason is not None,
             out=out,
             err=err,
             backend=self.name,
             isolation=self.description,
+            stderr_note=note,
+            timeout_reason=reason,
+            cpu_seconds=budget.cpu_seconds,
+            starved_seconds=budget.starved_seconds,
         )
+
+
+def _exited(proc: subprocess.Popen, timeout: float) -> bool:
+    try:
+        proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """Say a limitation of this host once per process, not once per sandbox."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message)
 
 
 def _pump(stream, buffer: TailBuffer) -> None:
