@@ -8,6 +8,7 @@
     wmrl tasks build [IDS...] [--split S] [--rebuild] [--record]
     wmrl tasks check [IDS...] [--split S]         run reference solutions, compare with recorded scores
     wmrl exec TASK_ID solution.py [--sandbox docker] [--json]
+    wmrl leak-scan [IDS...] [--split S] [--sandbox docker] [--report PATH]   no answers readable in a sandbox
 """
 
 from __future__ import annotations
@@ -165,8 +166,16 @@ def cmd_tasks_build(args) -> None:
 def cmd_tasks_check(args) -> None:
     suite = _suite(args)
     ids = _ids(args, suite)
+    from wmrl.environments.grader import grader_self_test
     from wmrl.tasks.references_run import Reproduction
 
+    # Each task's grader must grade its own sample submission: that is what makes an exception it raises on a
+    # submission the submission's fault (ran_no_sub) rather than an infrastructure failure.
+    broken = [(task.id, why) for task in suite.build(ids) if (why := grader_self_test(task)) is not None]
+    if broken:
+        lines = "; ".join(f"{task_id}: {why}" for task_id, why in broken)
+        raise CliError(f"{len(broken)} task grader(s) fail on their own sample submission: {lines}")
+    out.print(f"{len(ids)} task graders grade their sample submission", markup=False)
     runs = _run_references(args, suite, ids, record=False)
     verdicts = [r.verdict for r in runs]
     tolerated = [(r, why) for r, (v, why) in zip(runs, verdicts, strict=True) if v is Reproduction.TOLERATED]
@@ -338,6 +347,43 @@ def cmd_exec(args) -> None:
     out.print(table)
 
 
+def cmd_leak_scan(args) -> None:
+    from wmrl.environments.leak_scan import leak_scan
+    from wmrl.environments.real import SandboxEnvironment
+
+    suite = _suite(args)
+    ids = _ids(args, suite)
+    sandbox = _sandbox(args)
+    _warn_if_weak(sandbox, "the scan shows what such runs can read")
+    env = SandboxEnvironment(suite, sandbox, use_log=False, allow_weak_isolation=True, allow_weak_bounds=True)
+    try:
+        with console.status(Text(f"scanning every file a {sandbox.name} sandbox run can read for {len(ids)} "
+                                 "tasks' answers")):
+            report = leak_scan(suite, sandbox, ids, roots=tuple(args.root or ["/"]), hidden=env.hidden_paths())
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        env.close()
+    table = Table(title=f"leak scan: {report.backend} sandbox ({report.isolation}), "
+                        f"{len(report.files)} files, {report.bytes_scanned / 1e9:.2f} GB")
+    for col in ("task", "files scanned", "public files", "row fingerprints", "sequence length", "hits"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for t in report.tasks.values():
+        table.add_row(t.task_id, str(t.files_scanned), str(len(t.public_files)), str(t.row_fingerprints),
+                      str(t.sequence_length), str(len(t.hits)))
+    out.print(table)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report.to_dict(), indent=1))
+        console.print(f"report written: {args.report} (every file scanned, per task)")
+    if report.unreadable:
+        console.print(f"{len(report.unreadable)} files could not be opened inside the sandbox (not readable there)")
+    if not report.clean:
+        lines = "; ".join(f"{task}: {path} ({how})" for task, path, how in report.hits[:20])
+        raise CliError(f"{len(report.hits)} file(s) a sandboxed script can read hold a task's answers: {lines}")
+    out.print(f"no answers of the {len(ids)} tasks in any of the {len(report.files)} files a run can read",
+              markup=False)
+
+
 def cmd_report(args) -> None:
     from wmrl.report import write_report
 
@@ -410,6 +456,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="execute even if this script was run before")
     sandbox_args(p)
     p.set_defaults(fn=cmd_exec)
+
+    p = sub.add_parser("leak-scan", help="search every file a sandboxed script can read for the tasks' answers")
+    p.add_argument("ids", nargs="*", help="tasks to scan for (default: every task, built-in and registered)")
+    p.add_argument("--split", choices=("train", "heldout", "smoke"))
+    p.add_argument("--report", default=None, metavar="PATH", help="write the full report (every file) as JSON")
+    p.add_argument("--root", action="append", metavar="DIR",
+                   help="search only under DIR, as the sandbox shows it (repeatable; default: /)")
+    sandbox_args(p)
+    p.set_defaults(fn=cmd_leak_scan)
 
     p = sub.add_parser("report", help="figures and an HTML page for a training run")
     p.add_argument("run_dir", help="the run's trainer.default_root_dir (holds csv/ and calibration.jsonl)")

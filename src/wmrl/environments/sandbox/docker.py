@@ -1,24 +1,22 @@
 """`DockerSandbox`: runs a solution in a throw-away container on one or several docker engines.
 
 The container holds nothing but what the run needs. Its image is empty (built locally, no registry: see
-:func:`image_tarball`); the host's system directories and the Python installation are bind-mounted
-read-only at their own paths, so the container runs the very interpreter and packages the host has (same
-scores as :class:`~wmrl.environments.sandbox.process.ProcessSandbox`, and the bundled-data tripwire sees the
-same paths). The work dir is bound read-write at ``/sandbox`` and the bootstrap read-only at
-``/wmrl/boot.py``. The task cache (answers) and the user's home are simply not there.
-
-The Python installation carries datasets inside its packages (``sklearn/datasets/data/iris.csv``: test labels
-for any task built from them). The bootstrap's audit-hook tripwire only sees reads made through Python, not
-through ``ctypes`` or a ``cat`` subprocess, so those files are hidden at the mount level (see
-:func:`data_cover`) and the tripwire is left to detect attempts: a directory holding only data is covered by
-an empty read-only tmpfs, and a data file that sits beside Python modules (``statsmodels.datasets.*`` and
-``lifelines.datasets`` are imported by ``statsmodels.api`` and ``lifelines`` themselves) is covered by a
-read-only bind of ``/dev/null``, so the packages still import while their data read as empty.
+:func:`image_tarball`); the filesystem of the mount plan (:mod:`~wmrl.environments.sandbox.mounts`), the same as
+:class:`~wmrl.environments.sandbox.process.ProcessSandbox` shows, is bind-mounted read-only at the host's paths:
+``/etc``, the programs and libraries of ``/usr``, and the Python installation as its runtime view (code and package
+metadata, no data files, no ``tests/`` folders: :mod:`~wmrl.environments.sandbox.runtime_view`), so the container
+runs the very interpreter and packages the host has (same scores as the process sandbox). The work dir is bound
+read-write at ``/sandbox`` and the bootstrap read-only at ``/wmrl/boot.py``. The task cache (answers) and the
+user's home are simply not there, and every folder task's private paths that the plan would show are covered.
 
 Layers, from the outside in:
 
-* the engine: no network, read-only root, uid/gid 65534, no capabilities, ``no-new-privileges``, a memory
-  limit without swap, a pids limit (fork bombs stop there), one CPU, private ``/tmp`` and ``/dev/shm``;
+* the engine: no network, read-only root, uid/gid 65534, no capabilities, ``no-new-privileges``, wmrl's own
+  seccomp policy (:func:`~wmrl.environments.sandbox.seccomp.docker_profile`, the process sandbox's, in place of
+  the engine's default profile), a memory limit without swap (the container's cgroup: shared memory, ``memfd``
+  and tmpfs pages count), a pids limit (fork bombs stop there), one CPU, private ``/tmp`` and ``/dev/shm``;
+  with a local engine the container's cgroup is read for its CPU seconds, which are then its time budget
+  (:mod:`~wmrl.environments.sandbox.cpu_budget`);
 * ulimits like ``ProcessSandbox``'s ``prlimit``: file size, CPU seconds, no core dumps, open files;
 * the bootstrap's tripwire (``boot.py``) and a minimal environment with one thread per math library.
 
@@ -27,7 +25,8 @@ Output is streamed from the engine (``attach``) into bounded head+tail buffers a
 container is removed after every run, whatever happened (timeout, crash, engine error, ``KeyboardInterrupt``).
 
 Remote engines (``base_urls``) bind-mount from *their* host: they need the Python installation at the same
-paths and ``tmp_root`` on a filesystem both machines share (e.g. identical images plus NFS).
+paths, and ``tmp_root`` and the runtime views (``views_dir``) on a filesystem both machines share (e.g. identical
+images plus NFS). Their containers' CPU time is not readable here: their time budget is wall-clock.
 """
 
 from __future__ import annotations

@@ -2,22 +2,28 @@
 
 Layers, from the outside in:
 
-* ``prlimit``: address space, CPU seconds, processes, file size, no core dumps, open files.
+* a control group per run (:mod:`~wmrl.environments.sandbox.cgroups`; cgroup v2 delegated, or v1 as root):
+  ``limits.memory_mb`` for the run's whole process tree (anonymous memory, ``memfd`` files, shared memory and
+  tmpfs pages it writes, no swap), one CPU however many processes it forks, ``limits.max_processes``; its CPU
+  seconds are counted and are the time budget (:mod:`~wmrl.environments.sandbox.cpu_budget`). Without one (no
+  delegation, not root) a warning says so once, :attr:`ProcessSandbox.bounds_each_run` is ``False`` and training
+  refuses the sandbox unless ``allow_weak_bounds`` is set.
+* ``prlimit``: address space, CPU seconds, processes, file size, no core dumps, open files (per process).
 * a size-limited tmpfs per run (as root, where ``mount`` works): the run's work dir, ``/tmp`` and
   ``/dev/shm`` all live on one tmpfs of ``limits.max_disk_mb``, so a script cannot fill the host's disk or pin
   its RAM with many files below the per-file limit; unmounting it removes everything the run wrote. Without
   it (not root, or ``mount`` refused) ``/tmp`` and ``/dev/shm`` are sized by bwrap (``--size``), and the work
   dir is bounded per file only (a warning says so).
-* ``bwrap`` (isolation ``bwrap``): new pid/net/ipc/uts namespaces, a root made of read-only binds of the
-  system and the Python installation only, the work dir bound read-write at ``/sandbox``, a private ``/tmp``,
-  killed with its parent. The task cache (answers) and the user's home are simply not there. The datasets
-  that packages bundle (``bundled_data_dirs``: ``sklearn/datasets/data/iris.csv`` holds test labels) are
-  hidden too: each data folder is covered by an empty tmpfs with only its Python code bound back (so
-  ``import statsmodels.api``, which imports every ``statsmodels.datasets.*``, still works), so neither
-  ``ctypes``/libc nor a ``cat`` subprocess can read them; the tripwire is then only a detector.
-* a seccomp filter (bwrap ``--seccomp``, x86_64 and aarch64): the kernel keyring (state that would outlive
-  the run and reach a later one), new namespaces (nested user namespaces), ``ptrace``, ``bpf``,
-  ``perf_event_open``, ``userfaultfd``, ``io_uring``, mounts and kernel modules fail with ``EPERM``.
+* ``bwrap`` (isolation ``bwrap``): new pid/net/ipc/uts namespaces and the filesystem of the mount plan
+  (:mod:`~wmrl.environments.sandbox.mounts`): ``/etc``, the programs and libraries of ``/usr``, and the Python
+  installation as its *runtime view* (:mod:`~wmrl.environments.sandbox.runtime_view`): code and package
+  metadata only, no data file and no ``tests/`` folder of any package, so neither ``open()``, ``ctypes``/libc
+  nor a ``cat`` subprocess finds a copy of a dataset there. The work dir is bound read-write at ``/sandbox``,
+  ``/tmp`` is private, and the sandbox is killed with its parent. The task cache (answers) and the user's home
+  are simply not there, and every folder task's private paths that the plan would show are covered.
+* a seccomp filter (:mod:`~wmrl.environments.sandbox.seccomp`, x86_64 and aarch64, the docker backend's too):
+  the kernel keyring, new namespaces, ``ptrace``, ``bpf``, ``io_uring``, mounts, kernel modules and more fail
+  with ``EPERM``; socket families other than unix, IPv4, IPv6 and netlink routing fail with ``EAFNOSUPPORT``.
 * an unprivileged uid per run (as root): the script runs with no capabilities as a uid leased for the run
   alone from a dedicated range (``SANDBOX_UID_BASE``; a lock file per uid, held for the run, makes the lease
   exclusive across processes too). The kernel counts ``RLIMIT_NPROC`` per uid, so each run gets its own

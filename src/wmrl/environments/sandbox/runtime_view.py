@@ -236,11 +236,12 @@ def build_tree(
     sys_path: tuple[str, ...],
     tree: Path,
     keep: Callable[[str, bool], bool] = is_runtime_file,
+    skip_dirs: frozenset[str] = TEST_DIRS,
 ) -> int:
     """Fill ``tree`` with the view of every root of ``view_layout``; returns the number of files placed.
 
     ``keep(relative_path, in_bin)`` decides each file (default :func:`is_runtime_file`). Folders named in
-    :data:`TEST_DIRS` and ``site-packages`` folders that are not on ``sys_path`` are skipped whole. Symbolic
+    ``skip_dirs`` (:data:`TEST_DIRS`) and ``site-packages`` folders that are not on ``sys_path`` are skipped whole. Symbolic
     links are recreated as links (they resolve inside the sandbox, where only the view is mounted).
     """
     files = 0
@@ -255,7 +256,7 @@ def build_tree(
             kept_dirs = []
             for name in dirnames:
                 path = os.path.join(dirpath, name)
-                if name in TEST_DIRS:
+                if name in skip_dirs:
                     continue
                 if os.path.islink(path):
                     os.symlink(os.readlink(path), os.path.join(target_dir, name))
