@@ -151,9 +151,13 @@ def test_an_honest_run_on_a_busy_host_is_never_a_cached_timeout(tiny_suite, sand
 def test_a_timeout_is_cached_only_when_the_script_used_its_cpu_budget(tiny_suite, sandbox, tmp_path):
     env = SandboxEnvironment(tiny_suite, sandbox, log_path=tmp_path / "log.jsonl", timeout_s=2)
     loop = env.execute("tiny_iris", "while True:\n    pass\n")
-    assert loop.status is Status.TIMEOUT and loop.reward == 0.0, loop
-    assert "killed after 2 s of CPU time (its time budget)" in loop.feedback, loop.feedback
-    assert env.execute("tiny_iris", "while True:\n    pass\n").cached  # it used its budget: cached
+    again = env.execute("tiny_iris", "while True:\n    pass\n")
+    if loop.status is Status.TIMEOUT:  # it got its CPU budget and used it: its own timeout, cached
+        assert loop.reward == 0.0 and "killed after 2 s of CPU time (its time budget)" in loop.feedback, loop
+        assert again.cached
+    else:  # a host so busy that the loop got under a third of a CPU (this machine, shared, at times): missing
+        assert loop.status is Status.INFRA_ERROR and loop.reward is None and "starved" in loop.error, loop
+        assert not again.cached
     sleeper = "import time\ntime.sleep(60)\n"
     slept = env.execute("tiny_iris", sleeper)
     assert slept.status is Status.TIMEOUT and slept.reward == 0.0, slept  # its own doing: 0, not missing

@@ -13,6 +13,7 @@ scan, naming the file.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections import Counter
@@ -27,7 +28,8 @@ from wmrl.tasks.suite import TaskSuite
 # Values too common to identify a row on their own (small integers, flags, empty cells).
 _COMMON_WORDS = {"", "nan", "na", "none", "null", "true", "false", "yes", "no", "y", "n", "t", "f"}
 _MAX_ROWS = 2000
-_CHANCE_BITS = 40  # a target sequence by chance: at most 2^-40 per position of a scanned stream
+_CHANCE_BITS = 40
+_MIN_ROW_VALUES = 2  # rare feature values a row needs to be recognised (besides its target)  # a target sequence by chance: at most 2^-40 per position of a scanned stream
 
 
 def spellings(value: object) -> list[str]:
@@ -35,6 +37,10 @@ def spellings(value: object) -> list[str]:
 
     >>> spellings(5.1)
     ['5.1', '5.10', '5.100', '5.1000', '5.10000', '5.100000']
+    >>> spellings(0.28)[:2]
+    ['0.28', '0.280']
+    >>> spellings(0.28)[-1]
+    '.280000'
     >>> spellings(181.0)[:3]
     ['181', '181.0', '181.00']
     >>> spellings(" Adelie ")  # the scanner compares lower case
@@ -57,6 +63,8 @@ def spellings(value: object) -> list[str]:
     for text in (repr(number), f"{number:g}", f"{number:.10g}"):
         if "e" not in text and "inf" not in text:
             found.append(text)
+    # without the leading zero, as some files write fractions (".28" in scikit-learn's wine_data.csv)
+    found += [t.replace("0.", ".", 1) for t in found if t.startswith(("0.", "-0.")) and len(t) > 2]
     return list(dict.fromkeys(found))
 
 
@@ -117,13 +125,26 @@ def fingerprints(task: BuiltTask) -> dict:
         "target_spellings": spell,
         "rows": rows,
         "min_rows": min(len(rows), max(3, min(20, math.ceil(0.1 * len(rows))))),
-        "public_min_rows": max(3, math.ceil(0.5 * len(rows))),
+        # a table row is about as wide as the test file: a line with many more values (an SVG path, a long list)
+        # holds a row's numbers by chance
+        "max_line_tokens": 2 * (_width(task) + 1) + 4,
     }
 
 
+def _width(task: BuiltTask) -> int:
+    """The number of columns of the task's public test file (0 without one)."""
+    path = task.public_dir / "test.csv"
+    if not path.is_file():
+        return 0
+    with open(path, newline="") as f:
+        return len(next(csv.reader(f), []))
+
+
 def _row_fingerprints(task: BuiltTask, answers, id_column: str, target: str) -> list:
-    """Per test row (up to ``_MAX_ROWS``, evenly spread): its target spellings and the spellings of each of its
-    distinctive feature values (rows with fewer than three are left out: they identify nothing)."""
+    """Per test row (up to ``_MAX_ROWS``, evenly spread): its target's spellings, the class codes it may be written
+    as (weaker evidence: a line needs more of the row's values with a code than with the label), and the spellings
+    of each of its distinctive, rare feature values (rows with fewer than ``_MIN_ROW_VALUES`` are left out: they
+    identify nothing)."""
     import pandas as pd
 
     test_path = task.public_dir / "test.csv"
@@ -136,29 +157,39 @@ def _row_fingerprints(task: BuiltTask, answers, id_column: str, target: str) -> 
     answer_column = target if target not in test.columns else f"{target}__answer"
     features = [c for c in test.columns if c not in (id_column, target)]
     codes = _class_codes(answers[target]) if task.labels else {}
+    all_values = merged[features].to_numpy(dtype=object)
     step = max(1, len(merged) // _MAX_ROWS)
     rows = []
     # A value identifies a row only if few test rows share it (at most 5 %, or 3 rows).
     rare = {c: merged[c].map(merged[c].value_counts()) <= max(3, 0.05 * len(merged)) for c in features}
-    for i, row in merged.iloc[::step].iterrows():
+    for position, (i, row) in enumerate(merged.iterrows()):
+        if position % step:
+            continue
         chosen = [spellings(row[c]) for c in features if pd.notna(row[c]) and rare[c][i] and distinctive(row[c])][:8]
-        targets = spellings(row[answer_column]) + codes.get(str(row[answer_column]), [])
-        if len(chosen) >= 3 and targets:
-            rows.append([list(dict.fromkeys(targets)), chosen])
+        # The target only counts as evidence where no feature of the row is written the same way (a yes/no target
+        # beside yes/no features would make every copy of the features a "hit", the task's own test.csv included).
+        own = {text for value in all_values[position] if pd.notna(value) for text in spellings(value)}
+        targets = [t for t in spellings(row[answer_column]) if t not in own]
+        coded = [t for t in codes.get(str(row[answer_column]), []) if t not in own and t not in targets]
+        if len(chosen) >= _MIN_ROW_VALUES and (targets or coded):
+            rows.append([targets, coded, chosen])
     return rows if len(rows) >= 3 else []  # fewer rows identify nothing reliably: the target sequence remains
 
 
 def _class_codes(labels) -> dict[str, list[str]]:
-    """A class label's integer codes as other copies of a dataset write them: its 0- and 1-based position among
-    the sorted labels (statsmodels' iris has ``0, 1, 2`` where scikit-learn's frame has the species names).
+    """The integer codes another copy of a dataset may write a class label as: any of ``0..C`` (datasets number
+    their classes in an order of their own: statsmodels' iris writes ``0, 1, 2`` for scikit-learn's species names,
+    scikit-learn's ``wine_data.csv`` ``0, 1, 2`` for the cultivars). A code on the line of a test row's features
+    reveals the row's class to a script that maps codes to labels through the training rows.
 
-    >>> _class_codes(["b", "a", "c", "a"])
-    {'a': ['0', '1'], 'b': ['1', '2'], 'c': ['2', '3']}
+    >>> _class_codes(["b", "a", "c", "a"])["a"]
+    ['0', '1', '2', '3']
     """
     classes = sorted({str(v) for v in labels})
     if len(classes) > 50:
         return {}
-    return {c: [str(i), str(i + 1)] for i, c in enumerate(classes)}
+    codes = [str(i) for i in range(len(classes) + 1)]
+    return {c: codes for c in classes}
 
 
 @dataclass
@@ -234,7 +265,8 @@ def leak_scan(
     reports = {}
     for task, spec in zip(tasks, prints, strict=True):
         public = sorted(str(p) for p in task.public_dir.rglob("*") if p.is_file())
-        matcher = leak_scanner.Matcher([{**spec, "min_rows": spec["public_min_rows"]}])
+        # A task's own public rows may repeat test rows (datasets have duplicates): only copies of the answers count.
+        matcher = leak_scanner.Matcher([{**spec, "rows": []}])
         hits = [(path, how) for path, task_id, how in found["hits"] if task_id == task.id]
         for path in public:
             hits += [(path, how) for _, how in leak_scanner.scan_file(matcher, path) or []]

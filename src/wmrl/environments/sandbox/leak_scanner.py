@@ -7,9 +7,9 @@ exactly what a sandboxed script can read; the host runs the same :func:`scan_fil
 A task's answers are recognised two ways (the host computes both from the answers and ``public/test.csv``,
 :func:`wmrl.environments.leak_scan.fingerprints`):
 
-* **rows**: a line holding a test row's target value (or, for classes, its class code) together with most
-  (three fifths, at least three) of its distinctive feature values: a copy of the source dataset in any row order
-  and column layout (``iris.csv`` in statsmodels' tests, the penguins table in scikit-learn's OpenML fixtures). A
+* **rows**: a line about as wide as the task's test file holding a test row's target value (never a spelling the
+  row's features share) together with most (three fifths, at least two) of its rare feature values, or a class
+  code (``0..C``) with four fifths of them, at least three: a copy of the source dataset in any row order and column layout (``iris.csv`` in statsmodels' tests, the penguins table in scikit-learn's OpenML fixtures). A
   file is a hit when it holds at least ``min_rows`` such rows;
 * **the target sequence**: ``k`` consecutive target values in test-row order, down a column or along a line (a
   copy of the answers file itself, or a list of its values). ``k`` is long enough that chance cannot produce it
@@ -51,8 +51,9 @@ class Task:
         self.k = spec["k"]
         self.kgrams = {tuple(g) for g in spec["kgrams"]}
         self.spell = spec["target_spellings"]  # spelling -> value index
-        self.rows = spec["rows"]  # [[target spellings], [[feature spellings], ...]]
+        self.rows = spec["rows"]  # [[target spellings], [class codes], [[feature spellings], ...]]
         self.min_rows = spec["min_rows"]
+        self.max_line_tokens = spec["max_line_tokens"]
 
 
 class Matcher:
@@ -62,18 +63,20 @@ class Matcher:
         self.tasks = [Task(t) for t in tasks]
         self.targets = {}  # spelling -> [(task index, value index)]
         self.features = {}  # spelling -> [(task index, row index)]
-        self.need = {}  # (task index, row index) -> feature values a line must hold
-        self.row_targets = {}  # (task index, row index) -> the target's spellings
+        # (task index, row index) -> (the target's spellings, feature values needed beside them), then the same
+        # for its class codes: a code is weaker evidence than the label, so it needs more of the row's values
+        self.by_label, self.by_code = {}, {}
         for ti, task in enumerate(self.tasks):
             for spelling, value in task.spell.items():
                 self.targets.setdefault(spelling.encode(), []).append((ti, value))
-            for ri, (targets, features) in enumerate(task.rows):
-                self.need[(ti, ri)] = max(3, -(-3 * len(features) // 5))  # three fifths, at least three
-                self.row_targets[(ti, ri)] = {t.encode() for t in targets}
+            for ri, (targets, codes, features) in enumerate(task.rows):
+                n = len(features)
+                self.by_label[(ti, ri)] = ({t.encode() for t in targets}, max(2, -(-3 * n // 5)))
+                self.by_code[(ti, ri)] = ({t.encode() for t in codes}, max(3, -(-4 * n // 5)))
                 for spelling in {s for spellings in features for s in spellings}:
                     self.features.setdefault(spelling.encode(), []).append((ti, ri))
         self.vocabulary = set(self.targets) | set(self.features) | {
-            t for targets in self.row_targets.values() for t in targets}
+            t for evidence in (self.by_label, self.by_code) for spellings, _ in evidence.values() for t in spellings}
 
 
 class FileScan:
@@ -91,8 +94,8 @@ class FileScan:
         if not tokens:
             return
         known = [t for t in tokens if t in self.m.vocabulary]
-        if len(known) >= 3:
-            self._rows(set(known))
+        if len(known) >= 3:  # a target and two feature values at least
+            self._rows(set(known), len(tokens))
         if len(known) >= 1:
             self._stream(tokens, ("line", self.position))
             for delimiter in _DELIMITERS:
@@ -103,14 +106,18 @@ class FileScan:
                     break
         self.position += 1
 
-    def _rows(self, present):
+    def _rows(self, present, width):
         counts = Counter()
         for token in present:
             counts.update(self.m.features.get(token, ()))
-        need, targets = self.m.need, self.m.row_targets
+        tasks = self.m.tasks
         for key, found in counts.items():
-            if found >= 3 and found >= need[key] and not targets[key].isdisjoint(present):
-                self.rows[key[0]].add(key[1])
+            if found < 2 or width > tasks[key[0]].max_line_tokens:
+                continue
+            for spellings, need in (self.m.by_label[key], self.m.by_code[key]):
+                if found >= need and not spellings.isdisjoint(present):
+                    self.rows[key[0]].add(key[1])
+                    break
 
     def _advance(self, windows, key, position, token):
         for ti, value in self.m.targets.get(token, ()):
