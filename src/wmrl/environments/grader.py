@@ -130,15 +130,8 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
     stdout = result.stdout_tail
     secs = f"{result.wall_seconds:.1f} s"
     if result.infra_error is not None:
-        return Outcome(
-            Status.INFRA_ERROR,
-            None,
-            feedback="The execution environment failed before the script could finish; this run is not scored.",
-            wall_seconds=result.wall_seconds,
-            error=cap(f"infra: {result.infra_error}", MAX_ERROR_CHARS),
-            stdout_tail=stdout,
-            stderr_tail=result.stderr_tail,
-        )
+        return _missing(result, "The execution environment failed before the script could finish; this run is not "
+                                "scored.", f"infra: {result.infra_error}")
     if result.tripwires:
         return _outcome(
             Status.FLAGGED,
@@ -165,12 +158,12 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
     try:
         return _grade_submission(task, result, stdout, secs)
     except (OSError, MemoryError) as exc:  # the host, not the submission: files, processes, memory
-        return _grader_broken(task, result, stdout, f"{type(exc).__name__}: {exc}")
+        return _grader_broken(task, result, f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - the grader raised on this submission
         broken = grader_self_test(task)
         if broken is not None:
-            return _grader_broken(task, result, stdout, f"{type(exc).__name__}: {exc} (and on the task's own "
-                                                        f"sample submission: {broken})")
+            return _grader_broken(task, result, f"{type(exc).__name__}: {exc} (and on the task's own sample "
+                                                f"submission: {broken})")
         # The grader grades the task's sample submission but raised on this one, which passed the shape checks:
         # the submission's fault (as in MLE-bench). A missing reward here would let a policy dodge any bad grade.
         # The grader's message is not quoted: it may quote the hidden answers.
@@ -180,17 +173,22 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
                                              "predictions against public/sample_submission.csv.")
 
 
-def _grader_broken(task: BuiltTask, result: ExecutionResult, stdout: str, why: str) -> Outcome:
-    log.error("the grader of task %s failed: %s", task.id, why)
+def _missing(result: ExecutionResult, feedback: str, error: str) -> Outcome:
+    """An infrastructure failure: recorded, never scored (reward ``None``)."""
     return Outcome(
         Status.INFRA_ERROR,
         None,
-        feedback="The grader failed; this run is not scored.",
+        feedback=feedback,
         wall_seconds=result.wall_seconds,
-        error=cap(f"infra: grader crashed: {why}", MAX_ERROR_CHARS),
-        stdout_tail=stdout,
+        error=cap(error, MAX_ERROR_CHARS),
+        stdout_tail=result.stdout_tail,
         stderr_tail=result.stderr_tail,
     )
+
+
+def _grader_broken(task: BuiltTask, result: ExecutionResult, why: str) -> Outcome:
+    log.error("the grader of task %s failed: %s", task.id, why)
+    return _missing(result, "The grader failed; this run is not scored.", f"infra: grader crashed: {why}")
 
 
 _self_tests: dict[tuple, str | None] = {}
@@ -232,16 +230,9 @@ def _timeout(task: BuiltTask, result: ExecutionResult, stdout: str) -> Outcome:
     limit = result.time_limit_s if result.time_limit_s is not None else task.spec.time_budget_s
     used = "" if result.cpu_seconds is None else f" ({result.cpu_seconds:.1f} s of CPU in {result.wall_seconds:.1f} s)"
     if result.timeout_reason == "starved":
-        return Outcome(
-            Status.INFRA_ERROR,
-            None,
-            feedback="The machine was too busy to give the script its time budget; this run is not scored.",
-            wall_seconds=result.wall_seconds,
-            error=cap(f"infra: starved: the run got{used} while waiting {result.starved_seconds or 0:.1f} s for a "
-                      "CPU held by other processes", MAX_ERROR_CHARS),
-            stdout_tail=stdout,
-            stderr_tail=result.stderr_tail,
-        )
+        return _missing(result, "The machine was too busy to give the script its time budget; this run is not "
+                                "scored.", f"infra: starved: the run got{used} while waiting "
+                                           f"{result.starved_seconds or 0:.1f} s for a CPU held by other processes")
     kind = "of CPU time " if result.timeout_reason == "cpu" else ""
     return _outcome(
         Status.TIMEOUT,
