@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from wmrl.algorithms.reward import ladder_reward
-from wmrl.environments.grader import grade, grader_self_test
+from wmrl.environments.grader import grade
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 from wmrl.tasks import registry
@@ -119,6 +119,8 @@ def test_a_grader_that_fails_on_the_sample_too_is_infrastructure(tmp_path, suite
 
 
 def test_the_self_test_follows_the_graders_code(tmp_path, suite):
+    from wmrl.environments.grader import grader_self_test
+
     folder = iris_folder(tmp_path)
     registry.use([str(folder)])
     task = suite.get("iris_labels")

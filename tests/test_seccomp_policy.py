@@ -14,14 +14,6 @@ import struct
 import pytest
 
 from wmrl.environments.sandbox.base import ExecutionRequest, SandboxLimits
-from wmrl.environments.sandbox.seccomp import (
-    AF_INET,
-    AF_NETLINK,
-    AF_UNIX,
-    denied_syscalls,
-    docker_profile,
-    seccomp_program,
-)
 
 PROBE = r"""
 import ctypes, socket
@@ -97,6 +89,14 @@ def _run_filter(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int |
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no filter for this architecture")
 def test_the_bpf_program_decides_as_the_policy_says():
+    from wmrl.environments.sandbox.seccomp import (
+        AF_INET,
+        AF_NETLINK,
+        AF_UNIX,
+        denied_syscalls,
+        seccomp_program,
+    )
+
     program = seccomp_program()
     socket_nr, pair_nr, clone_nr = {"x86_64": (41, 53, 56), "aarch64": (198, 199, 220)}[platform.machine()]
     for name, nr in denied_syscalls(platform.machine()).items():
@@ -117,6 +117,14 @@ def test_the_bpf_program_decides_as_the_policy_says():
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no profile for this architecture")
 def test_the_docker_profile_carries_the_same_rules():
+    from wmrl.environments.sandbox.seccomp import (
+        AF_INET,
+        AF_NETLINK,
+        AF_UNIX,
+        denied_syscalls,
+        docker_profile,
+    )
+
     profile = json.loads(docker_profile())
     assert profile["defaultAction"] == "SCMP_ACT_ALLOW"
     denied = set(profile["syscalls"][0]["names"])

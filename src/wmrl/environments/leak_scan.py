@@ -105,7 +105,11 @@ def fingerprints(task: BuiltTask) -> dict:
 
     folder = task.spec.folder
     id_column = folder.id_column if folder is not None else "id"
-    answers = pd.read_csv(task.answers_path, dtype={id_column: str})
+    try:
+        answers = pd.read_csv(task.answers_path, dtype={id_column: str})
+    except (ValueError, OSError, pd.errors.ParserError) as exc:  # answers that are no table (.jsonl): not searchable
+        return {"id": task.id, "k": 0, "kgrams": [], "target_spellings": {}, "rows": [], "min_rows": 0,
+                "max_line_tokens": 0, "unsearchable": f"{task.answers_path}: {type(exc).__name__}: {exc}"}
     target = task.spec.target[0] if task.spec.target[0] in answers.columns else answers.columns[1]
     values = answers[target].tolist()
     spelled = [spellings(v) for v in values]

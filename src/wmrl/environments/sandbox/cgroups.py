@@ -147,7 +147,11 @@ def cgroup_support() -> tuple[Hierarchy | None, str | None]:
     if "probe" in _support:
         return _support["probe"]
     reasons = []
-    dirs = cgroup_dirs()
+    try:
+        dirs = cgroup_dirs()
+    except (OSError, ValueError) as exc:
+        _support["probe"] = (None, f"cannot read this process's cgroups from /proc: {exc}")
+        return _support["probe"]
     result: tuple[Hierarchy | None, str | None] | None = None
     if "unified" in dirs or os.environ.get("WMRL_CGROUP"):
         parent, why = _v2_parent(dirs.get("unified", "/sys/fs/cgroup"))

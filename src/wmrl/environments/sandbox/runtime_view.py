@@ -237,11 +237,13 @@ def build_tree(
     tree: Path,
     keep: Callable[[str, bool], bool] = is_runtime_file,
     skip_dirs: frozenset[str] = TEST_DIRS,
+    exclude: tuple[str, ...] = (),
 ) -> int:
     """Fill ``tree`` with the view of every root of ``view_layout``; returns the number of files placed.
 
     ``keep(relative_path, in_bin)`` decides each file (default :func:`is_runtime_file`). Folders named in
-    ``skip_dirs`` (:data:`TEST_DIRS`) and ``site-packages`` folders that are not on ``sys_path`` are skipped whole. Symbolic
+    ``skip_dirs`` (:data:`TEST_DIRS`), ``site-packages`` folders that are not on ``sys_path`` and the folders in
+    ``exclude`` (the views' own cache, should it lie inside an installation) are skipped whole. Symbolic
     links are recreated as links (they resolve inside the sandbox, where only the view is mounted).
     """
     files = 0
@@ -256,7 +258,7 @@ def build_tree(
             kept_dirs = []
             for name in dirnames:
                 path = os.path.join(dirpath, name)
-                if name in skip_dirs:
+                if name in skip_dirs or os.path.join(real, name) in exclude:
                     continue
                 if os.path.islink(path):
                     os.symlink(os.readlink(path), os.path.join(target_dir, name))
@@ -316,7 +318,8 @@ def runtime_view(python: str, views_dir: str | Path | None = None) -> RuntimeVie
             staging = Path(tempfile.mkdtemp(prefix=f".build-{key}-", dir=base))
             os.chmod(staging, 0o755)
             try:
-                files = build_tree(view_layout, interpreter.sys_path, staging / "tree")
+                files = build_tree(view_layout, interpreter.sys_path, staging / "tree",
+                                   exclude=(os.path.realpath(base),))
                 (staging / "view.json").write_text(json.dumps(
                     {"python": python, "roots": view_layout.roots, "hidden": view_layout.hidden, "files": files,
                      "rules": RULES_VERSION, "seconds": round(time.monotonic() - start, 2)}, indent=1))
