@@ -195,11 +195,16 @@ _self_tests: dict[tuple, str | None] = {}
 
 
 def _grader_identity(task: BuiltTask) -> tuple:
-    """What a self-test result holds for: the task's data, and its author's grader as it is now."""
+    """What a self-test result holds for: the task's data, its author's grader as it is now, and the built-in
+    metric's function (a metric replaced in this process, as tests do, is another grader)."""
+    from wmrl.tasks.metrics import METRICS
+
     folder = task.spec.folder
     script = folder.grade_script if folder is not None else None
     code = script.read_bytes() if script is not None and script.is_file() else b""
-    return task.id, task.data_hash, hashlib.sha256(code).hexdigest()
+    metric = METRICS.get(task.spec.metric)
+    fn = metric.fn if metric is not None else None
+    return task.id, task.data_hash, hashlib.sha256(code).hexdigest(), fn
 
 
 def grader_self_test(task: BuiltTask) -> str | None:
