@@ -73,18 +73,6 @@ print("IMPORTS OK")
     assert "IMPORTS OK" in outcome.stdout_tail
 
 
-def test_docker_covers_every_bundled_data_file():
-    from wmrl.environments.sandbox.common import bundled_data_dirs
-    from wmrl.environments.sandbox.docker import data_cover
-
-    dirs, files = data_cover(bundled_data_dirs())
-    iris = _iris_csv()
-    assert iris in files or any(iris.startswith(d + "/") for d in dirs)
-    assert not any(f.endswith(".py") for f in files)
-    # statsmodels.api imports every statsmodels.datasets.* module: their folders stay, only data is covered
-    assert not any(d.endswith("statsmodels/datasets") for d in dirs)
-
-
 # -- 2. a metric that overflows is the submission's fault, never an infrastructure error --------------------
 @pytest.mark.parametrize("value", [1e200, -1e200, 1.7e308])
 def test_huge_predictions_are_an_invalid_submission_not_infra(tiny_suite, value):

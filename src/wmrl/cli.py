@@ -8,6 +8,7 @@
     wmrl tasks build [IDS...] [--split S] [--rebuild] [--record]
     wmrl tasks check [IDS...] [--split S]         run reference solutions, compare with recorded scores
     wmrl exec TASK_ID solution.py [--sandbox docker] [--json]
+    wmrl leak-scan [IDS...] [--split S] [--sandbox docker] [--report PATH]   no answers readable in a sandbox
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
+import unicodedata
 from pathlib import Path
 
 from rich.console import Console
@@ -165,8 +166,16 @@ def cmd_tasks_build(args) -> None:
 def cmd_tasks_check(args) -> None:
     suite = _suite(args)
     ids = _ids(args, suite)
+    from wmrl.environments.grader import grader_self_test
     from wmrl.tasks.references_run import Reproduction
 
+    # Each task's grader must grade its own sample submission: that is what makes an exception it raises on a
+    # submission the submission's fault (ran_no_sub) rather than an infrastructure failure.
+    broken = [(task.id, why) for task in suite.build(ids) if (why := grader_self_test(task)) is not None]
+    if broken:
+        lines = "; ".join(f"{task_id}: {why}" for task_id, why in broken)
+        raise CliError(f"{len(broken)} task grader(s) fail on their own sample submission: {lines}")
+    out.print(f"{len(ids)} task graders grade their sample submission", markup=False)
     runs = _run_references(args, suite, ids, record=False)
     verdicts = [r.verdict for r in runs]
     tolerated = [(r, why) for r, (v, why) in zip(runs, verdicts, strict=True) if v is Reproduction.TOLERATED]
@@ -190,7 +199,7 @@ def _run_references(args, suite, ids, record: bool):
     # Reference solutions are the kit's own trusted scripts: a weak isolation may run them (it is warned about).
     sandbox = _sandbox(args)
     _warn_if_weak(sandbox, "reference solutions are trusted, so they run anyway")
-    env = SandboxEnvironment(suite, sandbox, use_log=False, allow_weak_isolation=True)
+    env = SandboxEnvironment(suite, sandbox, use_log=False, allow_weak_isolation=True, allow_weak_bounds=True)
     total = sum(len(t.references()) for t in tasks)
     with _progress() as progress:
         bar = progress.add_task("recording references" if record else "running references", total=total, last="")
@@ -233,22 +242,41 @@ def read_script(path: str) -> str:
         ) from None
 
 
-# Terminal escape sequences (CSI: colours, clear screen; OSC: clipboard writes, titles; other ESC pairs), then
-# every other control character but newline and tab.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|\x9b[0-?]*[ -/]*[@-~]")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+# What a terminal obeys rather than shows: C0 and C1 controls (ESC, the 8-bit CSI U+009B and OSC U+009D), DEL,
+# and the invisible format characters: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069, which
+# reorder what is shown), zero-width characters, line and paragraph separators.
+def _obeyed(char: str) -> bool:
+    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs") and char not in "\n\t"
 
 
 def printable(text: str) -> str:
-    r"""``text`` with terminal escape sequences and control characters removed (newlines and tabs kept).
+    r"""``text`` with every control and format character shown as an escape (newlines and tabs kept).
 
-    What a solution prints reaches the user's terminal through the feedback: an escape sequence there could
-    clear the screen, rewrite the clipboard (OSC 52) or hide lines.
+    What a script prints reaches the user's terminal through the feedback: an escape sequence there could clear
+    the screen, rewrite the clipboard (OSC 52) or hide lines, and a bidi override could make text read other than
+    it is. Escaping (rather than deleting) shows the user exactly what the script tried.
 
-    >>> printable("ok\x1b]52;c;SGVsbG8=\x07 \x1b[2Jdone\r\n\tnext\x07")
-    'ok done\n\tnext'
+    >>> printable("ok\x1b]52;c;SGVsbG8=\x07 \x9b2J\u202edone\r\n\tnext")
+    'ok\\x1b]52;c;SGVsbG8=\\x07 \\x9b2J\\u202edone\n\tnext'
     """
-    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\r\n", "\n")))
+    text = text.replace("\r\n", "\n")
+    return "".join(_escaped(c) if _obeyed(c) else c for c in text)
+
+
+def safe_json(obj: object) -> str:
+    r"""``obj`` as JSON that is plain ASCII: every non-ASCII character (C1 controls and bidi overrides included) and
+    every control character (DEL included) is a ``\uXXXX`` escape, so a script's output and column names cannot
+    drive the terminal that shows it, yet parse back to exactly what the script wrote.
+
+    >>> safe_json({"out": "\x9b2J \u202e \x7f"}).splitlines()[1].strip()
+    '"out": "\\u009b2J \\u202e \\u007f"'
+    """
+    return json.dumps(obj, indent=2, ensure_ascii=True).replace("\x7f", "\\u007f")
 
 
 def _plain(value: object) -> Text:
@@ -256,8 +284,29 @@ def _plain(value: object) -> Text:
     return Text(printable(str(value)))
 
 
+def framed(text: str, title: str, width: int) -> Text:
+    """``text`` (written by a script) inside a frame: a rule naming it, then every line behind a gutter, cut to
+    ``width`` cells so that no wrapped remainder starts at the margin, then a closing rule. Whatever the script
+    prints -- a fake result table included -- shows inside the frame, above wmrl's own result table, and cannot
+    pass for it."""
+    from rich.cells import chop_cells
+
+    lines = printable(text).split("\n") if text else ["(nothing)"]
+    frame = Text(f"┌─ {title}\n", style="dim")
+    for line in lines:
+        for piece in chop_cells(line.expandtabs(4), max(20, width - 2)) or [""]:
+            frame.append("│ ", style="dim")
+            frame.append(piece + "\n")
+    frame.append("└─ end of script output", style="dim")
+    return frame
+
+
 def _warn_if_weak(sandbox, consequence: str) -> None:
-    """Say so when a process sandbox cannot hide the answers (``--isolation unshare|none``, or no bubblewrap)."""
+    """Say so when a process sandbox cannot hide the answers (``--isolation unshare|none``, or no bubblewrap) or
+    cannot bound each run (no cgroup here: the sandbox logged why)."""
+    if not sandbox.bounds_each_run:
+        console.print(Text(f"warning: no cgroup per run here: a run's memory is bounded per process only and its CPU "
+                           f"not at all; {consequence}.", style="yellow"))
     if not sandbox.hides_answers:
         console.print(
             Text(
@@ -279,22 +328,60 @@ def cmd_exec(args) -> None:
     _warn_if_weak(sandbox, "run only scripts you trust")
     # `wmrl exec` runs the user's own script: weak isolation is their choice, and it was warned about above.
     env = SandboxEnvironment(suite, sandbox, use_cache=not args.no_cache, timeout_s=args.timeout,
-                             allow_weak_isolation=True)
+                             allow_weak_isolation=True, allow_weak_bounds=True)
     with console.status(Text(f"running {printable(args.script)} on {args.task_id} ({env.sandbox.name} sandbox)")):
         outcome = env.execute(args.task_id, script)
     env.close()
     if args.json:
-        out.print_json(json.dumps(outcome.to_dict()))
+        sys.stdout.write(safe_json(outcome.to_dict()) + "\n")
         return
-    table = Table(show_header=False)
+    # The script's words first, framed; wmrl's own verdict last, where nothing the script printed can follow it.
+    out.print(framed(outcome.feedback, "feedback (the script's output and the grader's message, shown as text)",
+                     out.width), highlight=False, soft_wrap=True)
+    table = Table(title=f"wmrl exec: {args.task_id}", show_header=False)
     for key in ("status", "reward", "score", "position", "wall_seconds", "validation_score", "cached", "error"):
         value = getattr(outcome, key)
         table.add_row(key, _plain(value.value if hasattr(value, "value") else value))
     if outcome.flags:
         table.add_row("flags", _plain("; ".join(outcome.flags)))
     out.print(table)
-    out.print("[bold]feedback[/bold]")
-    out.print(_plain(outcome.feedback), highlight=False)
+
+
+def cmd_leak_scan(args) -> None:
+    from wmrl.environments.leak_scan import leak_scan
+    from wmrl.environments.real import SandboxEnvironment
+
+    suite = _suite(args)
+    ids = _ids(args, suite)
+    sandbox = _sandbox(args)
+    _warn_if_weak(sandbox, "the scan shows what such runs can read")
+    env = SandboxEnvironment(suite, sandbox, use_log=False, allow_weak_isolation=True, allow_weak_bounds=True)
+    try:
+        with console.status(Text(f"scanning every file a {sandbox.name} sandbox run can read for {len(ids)} "
+                                 "tasks' answers")):
+            report = leak_scan(suite, sandbox, ids, roots=tuple(args.root or ["/"]), hidden=env.hidden_paths())
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from exc
+    finally:
+        env.close()
+    table = Table(title=f"leak scan: {report.backend} sandbox ({report.isolation}), "
+                        f"{len(report.files)} files, {report.bytes_scanned / 1e9:.2f} GB")
+    for col in ("task", "files scanned", "public files", "row fingerprints", "sequence length", "hits"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for t in report.tasks.values():
+        table.add_row(t.task_id, str(t.files_scanned), str(len(t.public_files)), str(t.row_fingerprints),
+                      str(t.sequence_length), str(len(t.hits)))
+    out.print(table)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report.to_dict(), indent=1))
+        console.print(f"report written: {args.report} (every file scanned, per task)")
+    if report.unreadable:
+        console.print(f"{len(report.unreadable)} files could not be opened inside the sandbox (not readable there)")
+    if not report.clean:
+        lines = "; ".join(f"{task}: {path} ({how})" for task, path, how in report.hits[:20])
+        raise CliError(f"{len(report.hits)} file(s) a sandboxed script can read hold a task's answers: {lines}")
+    out.print(f"no answers of the {len(ids)} tasks in any of the {len(report.files)} files a run can read",
+              markup=False)
 
 
 def cmd_report(args) -> None:
@@ -369,6 +456,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true", help="execute even if this script was run before")
     sandbox_args(p)
     p.set_defaults(fn=cmd_exec)
+
+    p = sub.add_parser("leak-scan", help="search every file a sandboxed script can read for the tasks' answers")
+    p.add_argument("ids", nargs="*", help="tasks to scan for (default: every task, built-in and registered)")
+    p.add_argument("--split", choices=("train", "heldout", "smoke"))
+    p.add_argument("--report", default=None, metavar="PATH", help="write the full report (every file) as JSON")
+    p.add_argument("--root", action="append", metavar="DIR",
+                   help="search only under DIR, as the sandbox shows it (repeatable; default: /)")
+    sandbox_args(p)
+    p.set_defaults(fn=cmd_leak_scan)
 
     p = sub.add_parser("report", help="figures and an HTML page for a training run")
     p.add_argument("run_dir", help="the run's trainer.default_root_dir (holds csv/ and calibration.jsonl)")

@@ -5,7 +5,10 @@ package versions. It is the world model's calibration and evaluation data later,
 infrastructure failures are logged too (and never served from the cache, so they are retried).
 
 Identical (task data, script, limits, sandbox) executions are served from the cache: the outcome comes back
-with ``cached=True`` and the wall seconds of the original run, which is what the execution really costs.
+with ``cached=True`` and the wall seconds of the original run, which is what the execution really costs. A
+timeout is cached only when the script used its CPU budget itself (``ExecutionResult.own_timeout``): one that
+slept past its deadline, or ran where CPU time is not counted, is logged with ``"cacheable": false`` and run
+again next time, so a timeout caused by a busy host is never served to a later run.
 
 A record served from the cache becomes a reward, so every record carries an HMAC (``mac``) under a secret key
 kept beside the log (``.log_key``, mode 0600, made on first use). A line appended by anything that lacks the
@@ -140,7 +143,7 @@ class ExecutionLog:
                 if not self.verified(record):
                     unverified += 1  # forged, damaged or from a log without keys: never a reward
                     continue
-                if not outcome.missing and "key" in record:
+                if not outcome.missing and "key" in record and record.get("cacheable", True):
                     self._cache[record["key"]] = outcome
         if unverified:
             self.unverified += unverified
@@ -160,7 +163,19 @@ class ExecutionLog:
             return None
         return Outcome.from_dict({**hit.to_dict(), "cached": True})
 
-    def append(self, key: str, task_id: str, script: str, outcome: Outcome, backend: str, isolation: str) -> None:
+    def append(
+        self,
+        key: str,
+        task_id: str,
+        script: str,
+        outcome: Outcome,
+        backend: str,
+        isolation: str,
+        cacheable: bool = True,
+        cpu_seconds: float | None = None,
+    ) -> None:
+        """Log one execution. ``cacheable=False`` keeps it out of the cache (in this process and in every process
+        that reads the log later): a timeout the script did not cause by using its CPU budget."""
         record = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "key": key,
@@ -173,6 +188,10 @@ class ExecutionLog:
             "isolation": isolation,
             "packages": package_versions(),
         }
+        if cpu_seconds is not None:
+            record["cpu_seconds"] = round(cpu_seconds, 4)
+        if not cacheable:
+            record["cacheable"] = False
         record["mac"] = _mac(self._key, record)
         line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock, open(self.path, "ab") as f:
@@ -181,7 +200,7 @@ class ExecutionLog:
                 f.write(line)
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
-            if not outcome.missing:
+            if not outcome.missing and cacheable:
                 self._cache[key] = outcome
 
     def records(self, verified_only: bool = False) -> list[dict]:

@@ -2,8 +2,11 @@
 
 The order of checks mirrors what a real run reveals first: the sandbox failing (infra, no reward), a
 tripwire (flagged), the time limit, a crash, then the submission: present, well-formed, every test id once,
-predictions of the right kind, then the hidden-answer metric and the leaderboard position. A grader crash is
-an infrastructure failure (missing), never a reward of 0; so whatever a submission holds must end in a grade:
+predictions of the right kind, then the hidden-answer metric and the leaderboard position. An exception from
+the task's grader (its metric or its author's ``grade.py``) on a submission that passed the shape checks is the
+submission's fault (``ran_no_sub``), as in MLE-bench; it is an infrastructure failure (missing, never 0) only when
+the grader also fails on the task's own sample submission (:func:`grader_self_test`) or the host fails (files,
+processes, memory). So whatever a submission holds must end in a grade:
 its shape is checked in linear time before pandas parses it (no stall of the host), a metric it overflows is
 an invalid submission, and every message it can fill is capped (:func:`cap`) before it reaches the execution
 log and the agent's next prompt.
@@ -12,6 +15,7 @@ log and the agent's next prompt.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import logging
 import math
@@ -21,6 +25,7 @@ import traceback
 from wmrl.algorithms.reward import ladder_reward, leaderboard_position
 from wmrl.environments.sandbox.base import ExecutionResult
 from wmrl.tasks.build import BuiltTask
+from wmrl.tasks.grade_runner import GraderFailed
 from wmrl.types import Outcome, Source, Status
 
 log = logging.getLogger(__name__)
@@ -125,15 +130,8 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
     stdout = result.stdout_tail
     secs = f"{result.wall_seconds:.1f} s"
     if result.infra_error is not None:
-        return Outcome(
-            Status.INFRA_ERROR,
-            None,
-            feedback="The execution environment failed before the script could finish; this run is not scored.",
-            wall_seconds=result.wall_seconds,
-            error=cap(f"infra: {result.infra_error}", MAX_ERROR_CHARS),
-            stdout_tail=stdout,
-            stderr_tail=result.stderr_tail,
-        )
+        return _missing(result, "The execution environment failed before the script could finish; this run is not "
+                                "scored.", f"infra: {result.infra_error}")
     if result.tripwires:
         return _outcome(
             Status.FLAGGED,
@@ -145,15 +143,8 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
             flags=tuple(result.tripwires),
             error="tripwire",
         )
-    budget = task.spec.time_budget_s
     if result.timed_out:
-        return _outcome(
-            Status.TIMEOUT,
-            result,
-            stdout,
-            f"{_tail(stdout, 10)}\nTimeoutError: the script was killed after {budget:.0f} s (its time budget).".lstrip(),
-            error="timeout",
-        )
+        return _timeout(task, result, stdout)
     if result.exit_code != 0:
         exc = _last_exception(result.stderr_tail)
         if result.exit_code is not None and result.exit_code < 0:
@@ -166,17 +157,96 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
         return _outcome(Status.RUNTIME_ERR, result, stdout, feedback, error=exc or f"exit code {result.exit_code}")
     try:
         return _grade_submission(task, result, stdout, secs)
-    except Exception as exc:  # noqa: BLE001 - a grader bug must not become a reward
-        log.exception("grader crashed on task %s", task.id)
-        return Outcome(
-            Status.INFRA_ERROR,
-            None,
-            feedback="The grader failed; this run is not scored.",
-            wall_seconds=result.wall_seconds,
-            error=cap(f"infra: grader crashed: {type(exc).__name__}: {exc}", MAX_ERROR_CHARS),
-            stdout_tail=stdout,
-            stderr_tail=result.stderr_tail,
-        )
+    except (OSError, MemoryError) as exc:  # the host, not the submission: files, processes, memory
+        return _grader_broken(task, result, f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the grader raised on this submission
+        broken = grader_self_test(task)
+        if broken is not None:
+            return _grader_broken(task, result, f"{type(exc).__name__}: {exc} (and on the task's own sample "
+                                                f"submission: {broken})")
+        # The grader grades the task's sample submission but raised on this one, which passed the shape checks:
+        # the submission's fault (as in MLE-bench). A missing reward here would let a policy dodge any bad grade.
+        # The grader's message is not quoted: it may quote the hidden answers.
+        log.info("task %s: the grader failed on a submission that passed the shape checks: %s", task.id, exc)
+        what = exc.what if isinstance(exc, GraderFailed) else type(exc).__name__
+        return _no_sub(result, stdout, secs, f"the task's grader could not score it ({what}); check the "
+                                             "predictions against public/sample_submission.csv.")
+
+
+def _missing(result: ExecutionResult, feedback: str, error: str) -> Outcome:
+    """An infrastructure failure: recorded, never scored (reward ``None``)."""
+    return Outcome(
+        Status.INFRA_ERROR,
+        None,
+        feedback=feedback,
+        wall_seconds=result.wall_seconds,
+        error=cap(error, MAX_ERROR_CHARS),
+        stdout_tail=result.stdout_tail,
+        stderr_tail=result.stderr_tail,
+    )
+
+
+def _grader_broken(task: BuiltTask, result: ExecutionResult, why: str) -> Outcome:
+    log.error("the grader of task %s failed: %s", task.id, why)
+    return _missing(result, "The grader failed; this run is not scored.", f"infra: grader crashed: {why}")
+
+
+_self_tests: dict[tuple, str | None] = {}
+
+
+def _grader_identity(task: BuiltTask) -> tuple:
+    """What a self-test result holds for: the task's data, its author's grader as it is now, and the built-in
+    metric's function (a metric replaced in this process, as tests do, is another grader)."""
+    from wmrl.tasks.metrics import METRICS
+
+    folder = task.spec.folder
+    script = folder.grade_script if folder is not None else None
+    code = script.read_bytes() if script is not None and script.is_file() else b""
+    metric = METRICS.get(task.spec.metric)
+    fn = metric.fn if metric is not None else None
+    return task.id, task.data_hash, hashlib.sha256(code).hexdigest(), fn
+
+
+def grader_self_test(task: BuiltTask) -> str | None:
+    """Grade the task's own ``public/sample_submission.csv``: ``None`` when the grader gives it a grade, else why
+    it fails (the grader, its answers or its leaderboard is broken: an infrastructure failure for every run).
+
+    Run on first use in each process (memoised per task data and grader code) and by ``wmrl tasks check``. It
+    decides who is at fault when the grader raises on a submission that passed the shape checks: the submission
+    (``ran_no_sub``) when the sample grades, the task (``infra_error``, missing) when it does not.
+    """
+    key = _grader_identity(task)
+    if key not in _self_tests:
+        sample = task.public_dir / "sample_submission.csv"
+        try:
+            if not sample.is_file():
+                raise FileNotFoundError(f"{sample} is missing")
+            probe = ExecutionResult(exit_code=0, wall_seconds=0.0, files={"submission.csv": sample.read_bytes()})
+            _grade_submission(task, probe, "", "0.0 s")
+            _self_tests[key] = None
+        except Exception as exc:  # noqa: BLE001 - every failure is the answer
+            _self_tests[key] = cap(f"{type(exc).__name__}: {exc}", _MAX_PROBLEM_CHARS)
+    return _self_tests[key]
+
+
+def _timeout(task: BuiltTask, result: ExecutionResult, stdout: str) -> Outcome:
+    """A run stopped at its time budget: its own timeout (0.0), or, when the host kept it from a CPU for longer
+    than the budget allows (``starved``), an infrastructure failure that is never scored."""
+    limit = result.time_limit_s if result.time_limit_s is not None else task.spec.time_budget_s
+    used = "" if result.cpu_seconds is None else f" ({result.cpu_seconds:.1f} s of CPU in {result.wall_seconds:.1f} s)"
+    if result.timeout_reason == "starved":
+        return _missing(result, "The machine was too busy to give the script its time budget; this run is not "
+                                "scored.", f"infra: starved: the run got{used} while waiting "
+                                           f"{result.starved_seconds or 0:.1f} s for a CPU held by other processes")
+    kind = "of CPU time " if result.timeout_reason == "cpu" else ""
+    return _outcome(
+        Status.TIMEOUT,
+        result,
+        stdout,
+        f"{_tail(stdout, 10)}\nTimeoutError: the script was killed after {limit:g} s {kind}(its time budget){used}."
+        .lstrip(),
+        error="timeout",
+    )
 
 
 def _no_sub(result: ExecutionResult, stdout: str, secs: str, why: str) -> Outcome:

@@ -47,9 +47,14 @@ class SandboxEnvironment:
             isolation ``unshare`` or ``none`` (what ``auto`` falls back to without bubblewrap) runs the script as
             the host user on the host filesystem, where it can read the answers and write the execution log.
             Only for scripts you trust (your own); training on a policy's scripts must not set it.
+        allow_weak_bounds: accept a sandbox that cannot give each run its own control group
+            (``ProcessSandbox`` on a host without cgroup v2 delegation and without a writable cgroup v1 hierarchy):
+            a run's memory is then bounded per process only and its CPU not at all, so one run can take the
+            host's memory or starve its neighbours into timeouts. For trusted scripts, or a machine of your own.
 
     Raises:
-        ValueError: the sandbox cannot hide the answers and ``allow_weak_isolation`` is not set.
+        ValueError: the sandbox cannot hide the answers and ``allow_weak_isolation`` is not set, or it cannot
+            bound each run and ``allow_weak_bounds`` is not set.
     """
 
     source = Source.REAL
@@ -64,6 +69,7 @@ class SandboxEnvironment:
         timeout_s: float | None = None,
         starter_solution: str = "linear_baseline",
         allow_weak_isolation: bool = False,
+        allow_weak_bounds: bool = False,
     ) -> None:
         self.suite = suite or TaskSuite()
         self.starter_solution = starter_solution
@@ -82,6 +88,14 @@ class SandboxEnvironment:
                 "sandbox (wmrl.environments.sandbox.docker.DockerSandbox); pass "
                 "model.init_args.environment.init_args.allow_weak_isolation=true only for trusted scripts."
             )
+        if not sandbox.bounds_each_run and not allow_weak_bounds:
+            raise ValueError(
+                f"model.init_args.environment.init_args.sandbox: {type(sandbox).__name__} cannot give each run its "
+                f"own control group here ({getattr(sandbox, 'no_cgroup_reason', 'no cgroup')}), so a run's memory "
+                "is bounded per process only and its CPU not at all. Run as root, give wmrl a delegated cgroup v2 "
+                "(systemd-run --scope -p Delegate=yes ..., or WMRL_CGROUP=DIR) or use the docker sandbox; pass "
+                "model.init_args.environment.init_args.allow_weak_bounds=true to accept the weaker bounds."
+            )
         self.sandbox = sandbox
         self.timeout_s = timeout_s
         path = log_path if log_path is not None else self.suite.cache_dir / "executions.jsonl"
@@ -90,13 +104,25 @@ class SandboxEnvironment:
     def limits(self, task: BuiltTask) -> SandboxLimits:
         return SandboxLimits(timeout_s=self.timeout_s or task.spec.time_budget_s, memory_mb=task.spec.memory_mb)
 
-    def request(self, task: BuiltTask, script: str) -> ExecutionRequest:
+    def hidden_paths(self) -> tuple[str, ...]:
+        """What no run may read, whichever task it solves: the task cache (every built task's answers, the
+        execution log and its key) and the private folders of *every* folder task of the suite (the sandboxes
+        cover those that fall inside what they show: a task folder under ``/usr/lib`` or in ``site-packages``)."""
+        paths = [str(self.suite.cache_dir)]
+        for spec in self.suite.specs():
+            if spec.folder is not None:
+                paths += map(str, spec.folder.private_roots)
+        return tuple(dict.fromkeys(paths))
+
+    def request(self, task: BuiltTask, script: str, hidden: tuple[str, ...] | None = None) -> ExecutionRequest:
+        """The sandbox request of one run (``hidden``: :meth:`hidden_paths`, computed once per batch)."""
+        hidden = self.hidden_paths() if hidden is None else hidden
         return ExecutionRequest(
             script=script,
             public_dir=task.public_dir,
             files={"task.md": task.description.encode()},
             limits=self.limits(task),
-            forbidden=(str(self.suite.cache_dir), *map(str, task.private_paths)),
+            forbidden=tuple(dict.fromkeys((*hidden, *map(str, task.private_paths)))),
             label=task.id,
         )
 
@@ -129,12 +155,15 @@ class SandboxEnvironment:
             i, task, script, key = pending[j]
             outcome = grade(task, result)
             if self.log is not None:
-                self.log.append(key, task.id, script, outcome, result.backend, result.isolation)
+                cacheable = not result.timed_out or result.own_timeout
+                self.log.append(key, task.id, script, outcome, result.backend, result.isolation,
+                                cacheable=cacheable, cpu_seconds=result.cpu_seconds)
             outcomes[i] = outcome
             if on_done is not None:
                 on_done(i, outcome)
 
-        self.sandbox.run_many([self.request(task, script) for _, task, script, _ in pending], on_done=finished)
+        hidden = self.hidden_paths() if pending else ()
+        self.sandbox.run_many([self.request(task, script, hidden) for _, task, script, _ in pending], on_done=finished)
         return outcomes  # type: ignore[return-value]
 
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:

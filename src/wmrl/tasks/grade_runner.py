@@ -3,7 +3,8 @@
 The author's grader is trusted code, but it must neither hang nor crash the host that grades every rollout:
 :func:`run_grader` starts this module with a time limit and reads back one JSON object, ``{"score": x}``,
 ``{"invalid": message}`` (the grader raised ``InvalidSubmissionError``, MLE-bench's convention, matched by
-class name: the submission's fault) or ``{"error": message}`` (anything else: the grader's fault).
+class name: the submission's fault) or ``{"error": message}`` (anything else: :class:`GraderFailed`, whose fault
+the caller decides by grading the task's sample submission).
 
 ``grade.py`` is loaded as a module of a package rooted at its folder, so a competition's relative imports
 (``from .classes import CLASSES``) resolve as they do inside MLE-bench. The submission and the answers are read
@@ -37,7 +38,17 @@ class GraderVerdict:
 
 
 class GraderFailed(RuntimeError):
-    """The author's grader crashed, hung or printed no verdict: an infrastructure error, never a reward."""
+    """The author's grader crashed, hung or printed no verdict on one submission. The grader decides who is at
+    fault (:func:`wmrl.environments.grader.grader_self_test`): the submission when the task's own sample
+    submission grades, the task (an infrastructure error, never a reward) when it does not.
+
+    ``what`` names the failure without quoting the grader's message (which may quote the answers): the
+    exception's class, ``timeout``, ``no verdict`` or ``not a number``.
+    """
+
+    def __init__(self, message: str, what: str) -> None:
+        super().__init__(message)
+        self.what = what
 
 
 def _load(script: Path, function: str):
@@ -86,17 +97,20 @@ def run_grader(script: Path, function: str, submission: bytes, answers: Path, ti
         try:
             done = subprocess.run(argv, cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise GraderFailed(f"{script} did not finish within grade_timeout_s = {timeout_s:g} s") from None
+            raise GraderFailed(f"{script} did not finish within grade_timeout_s = {timeout_s:g} s",
+                               f"no verdict within grade_timeout_s = {timeout_s:g} s") from None
         if not out.is_file():
-            raise GraderFailed(f"{script} exited with code {done.returncode} and no verdict: {done.stderr[-1000:]}")
+            raise GraderFailed(f"{script} exited with code {done.returncode} and no verdict: {done.stderr[-1000:]}",
+                               f"exit code {done.returncode} without a verdict")
         verdict = json.loads(out.read_text())
     if "invalid" in verdict:
         return GraderVerdict(invalid=verdict["invalid"])
     if "error" in verdict:
-        raise GraderFailed(f"{script} raised {verdict['error']}\n{verdict.get('traceback', '')}")
+        raise GraderFailed(f"{script} raised {verdict['error']}\n{verdict.get('traceback', '')}",
+                           verdict["error"].split(":", 1)[0])
     score = verdict["score"]
     if not isinstance(score, (int, float)):
-        raise GraderFailed(f"{script} returned {score!r}, not a number")
+        raise GraderFailed(f"{script} returned {score!r}, not a number", "a score that is not a number")
     if not math.isfinite(score):
         return GraderVerdict(invalid=f"the task's grader scored it {score}: predictions overflow the metric")
     return GraderVerdict(score=float(score))

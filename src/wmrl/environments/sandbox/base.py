@@ -77,7 +77,7 @@ class ExecutionResult:
     Attributes:
         exit_code: the script's exit status (negative: killed by that signal); ``None`` if it never ran.
         wall_seconds: wall-clock from start to exit (or kill).
-        timed_out: killed for exceeding ``limits.timeout_s``.
+        timed_out: stopped for exceeding its time budget (``limits.timeout_s``; see ``timeout_reason``).
         stdout_tail / stderr_tail: head + tail of each stream (sandbox markers removed).
         stdout_bytes / stderr_bytes: total bytes written to each stream.
         files: collected files by name; a name is absent if the file was missing or refused.
@@ -86,6 +86,13 @@ class ExecutionResult:
         infra_error: the sandbox itself failed (could not start, engine died); the script's fate is unknown.
         backend: which sandbox ran it (``process``, ``docker``).
         isolation: what isolation the backend applied (e.g. ``bwrap+uid``), for the execution log.
+        time_limit_s: the time budget that applied (``limits.timeout_s``).
+        cpu_seconds: CPU seconds the run's whole process tree used; ``None`` where the backend cannot count them.
+        starved_seconds: seconds the run waited for a CPU that other processes held
+            (:mod:`~wmrl.environments.sandbox.cpu_budget`); ``None`` where not measured.
+        timeout_reason: why a timed-out run was stopped: ``cpu`` (it used its CPU budget), ``wall`` (the
+            wall-clock deadline, without starvation: it slept or blocked; also every timeout where CPU time is not
+            counted) or ``starved`` (the host kept it from a CPU: an infrastructure failure).
     """
 
     exit_code: int | None
@@ -101,6 +108,15 @@ class ExecutionResult:
     infra_error: str | None = None
     backend: str = ""
     isolation: str = ""
+    time_limit_s: float | None = None
+    cpu_seconds: float | None = None
+    starved_seconds: float | None = None
+    timeout_reason: str | None = None
+
+    @property
+    def own_timeout(self) -> bool:
+        """Whether a timeout can be served from the cache: only when the script used its CPU budget itself."""
+        return self.timed_out and self.timeout_reason == "cpu"
 
 
 class Sandbox(abc.ABC):
@@ -121,6 +137,13 @@ class Sandbox(abc.ABC):
     def hides_answers(self) -> bool:
         """Whether no script can reach the task cache (answers, execution log) whatever it does. True for a
         backend whose runs see only their work dir; ``ProcessSandbox`` without bubblewrap says False."""
+        return True
+
+    @property
+    def bounds_each_run(self) -> bool:
+        """Whether each run's whole process tree has its own memory and CPU bound (a control group). True for
+        docker; ``ProcessSandbox`` says False where the host gives it no cgroup (then memory is bounded per
+        process only, CPU not at all, and a busy neighbour can starve a run)."""
         return True
 
     def in_flight(self) -> int:

@@ -44,7 +44,9 @@ def _install(cfg):
     work = os.path.realpath(os.getcwd())
     forbidden = tuple(os.path.realpath(p) for p in cfg.get("forbidden", ()))
     read_roots = {os.path.realpath(p) for p in cfg.get("read_roots", ())}
-    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path):
+    # The bootstrap's own folder: a traceback or a warning that passes through this file reads its source.
+    here = os.path.dirname(os.path.realpath(__file__))
+    for p in (here, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path):
         if p and os.path.isabs(p) and not _under(os.path.realpath(p), (work,)):
             read_roots.add(os.path.realpath(p))
     read_roots = tuple(sorted(read_roots))

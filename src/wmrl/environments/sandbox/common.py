@@ -233,6 +233,9 @@ def finish(
     backend: str,
     isolation: str,
     stderr_note: str = "",
+    timeout_reason: str | None = None,
+    cpu_seconds: float | None = None,
+    starved_seconds: float | None = None,
 ) -> ExecutionResult:
     """What every backend reports after a run: markers parsed, outputs collected, tripwires and infra decided.
 
@@ -262,4 +265,8 @@ def finish(
         infra_error=infra,
         backend=backend,
         isolation=isolation,
+        time_limit_s=request.limits.timeout_s,
+        cpu_seconds=cpu_seconds,
+        starved_seconds=starved_seconds,
+        timeout_reason=timeout_reason if timed_out else None,
     )

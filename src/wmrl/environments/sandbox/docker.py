@@ -1,24 +1,22 @@
 """`DockerSandbox`: runs a solution in a throw-away container on one or several docker engines.
 
 The container holds nothing but what the run needs. Its image is empty (built locally, no registry: see
-:func:`image_tarball`); the host's system directories and the Python installation are bind-mounted
-read-only at their own paths, so the container runs the very interpreter and packages the host has (same
-scores as :class:`~wmrl.environments.sandbox.process.ProcessSandbox`, and the bundled-data tripwire sees the
-same paths). The work dir is bound read-write at ``/sandbox`` and the bootstrap read-only at
-``/wmrl/boot.py``. The task cache (answers) and the user's home are simply not there.
-
-The Python installation carries datasets inside its packages (``sklearn/datasets/data/iris.csv``: test labels
-for any task built from them). The bootstrap's audit-hook tripwire only sees reads made through Python, not
-through ``ctypes`` or a ``cat`` subprocess, so those files are hidden at the mount level (see
-:func:`data_cover`) and the tripwire is left to detect attempts: a directory holding only data is covered by
-an empty read-only tmpfs, and a data file that sits beside Python modules (``statsmodels.datasets.*`` and
-``lifelines.datasets`` are imported by ``statsmodels.api`` and ``lifelines`` themselves) is covered by a
-read-only bind of ``/dev/null``, so the packages still import while their data read as empty.
+:func:`image_tarball`); the filesystem of the mount plan (:mod:`~wmrl.environments.sandbox.mounts`), the same as
+:class:`~wmrl.environments.sandbox.process.ProcessSandbox` shows, is bind-mounted read-only at the host's paths:
+``/etc``, the programs and libraries of ``/usr``, and the Python installation as its runtime view (code and package
+metadata, no data files, no ``tests/`` folders: :mod:`~wmrl.environments.sandbox.runtime_view`), so the container
+runs the very interpreter and packages the host has (same scores as the process sandbox). The work dir is bound
+read-write at ``/sandbox`` and the bootstrap read-only at ``/wmrl/boot.py``. The task cache (answers) and the
+user's home are simply not there, and every folder task's private paths that the plan would show are covered.
 
 Layers, from the outside in:
 
-* the engine: no network, read-only root, uid/gid 65534, no capabilities, ``no-new-privileges``, a memory
-  limit without swap, a pids limit (fork bombs stop there), one CPU, private ``/tmp`` and ``/dev/shm``;
+* the engine: no network, read-only root, uid/gid 65534, no capabilities, ``no-new-privileges``, wmrl's own
+  seccomp policy (:func:`~wmrl.environments.sandbox.seccomp.docker_profile`, the process sandbox's, in place of
+  the engine's default profile), a memory limit without swap (the container's cgroup: shared memory, ``memfd``
+  and tmpfs pages count), a pids limit (fork bombs stop there), one CPU, private ``/tmp`` and ``/dev/shm``;
+  with a local engine the container's cgroup is read for its CPU seconds, which are then its time budget
+  (:mod:`~wmrl.environments.sandbox.cpu_budget`);
 * ulimits like ``ProcessSandbox``'s ``prlimit``: file size, CPU seconds, no core dumps, open files;
 * the bootstrap's tripwire (``boot.py``) and a minimal environment with one thread per math library.
 
@@ -27,7 +25,8 @@ Output is streamed from the engine (``attach``) into bounded head+tail buffers a
 container is removed after every run, whatever happened (timeout, crash, engine error, ``KeyboardInterrupt``).
 
 Remote engines (``base_urls``) bind-mount from *their* host: they need the Python installation at the same
-paths and ``tmp_root`` on a filesystem both machines share (e.g. identical images plus NFS).
+paths, and ``tmp_root`` and the runtime views (``views_dir``) on a filesystem both machines share (e.g. identical
+images plus NFS). Their containers' CPU time is not readable here: their time budget is wall-clock.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ import hashlib
 import io
 import logging
 import os
+import platform
 import sys
 import tarfile
 import tempfile
@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.environments.sandbox.cgroups import CgroupFiles
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
     READ_ROOTS,
@@ -58,20 +59,21 @@ from wmrl.environments.sandbox.common import (
     prepare_workdir,
     remove_tree,
 )
+from wmrl.environments.sandbox.cpu_budget import CpuBudget
+from wmrl.environments.sandbox.mounts import Mount, MountPlan
 from wmrl.environments.sandbox.process import SANDBOX_UID, sandbox_env
+from wmrl.environments.sandbox.runtime_view import runtime_view
+from wmrl.environments.sandbox.seccomp import docker_profile
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "wmrl-sandbox:local"
 CONTAINER_LABELS = {"wmrl": "sandbox"}
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 _IMAGE_DIRS = ("usr", "etc", "tmp", "proc", "sys", "dev", "sandbox", "wmrl")
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _MISSING_SDK = "DockerSandbox needs the docker SDK: pip install 'wmrl[docker]'"
 _CONTROL_TIMEOUT_S = 60
-# Files Python imports: kept visible inside bundled-data folders so that the packages still import.
-_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd")
 
 
 def _import_docker():
@@ -123,36 +125,8 @@ def pick_engine(free_slots: Sequence[int]) -> int | None:
     return best if best is not None and free_slots[best] > 0 else None
 
 
-def data_cover(data_dirs: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What to mount over bundled datasets so that no process in the container can read them.
-
-    Returns ``(dirs, files)``: folders under ``data_dirs`` (or the folders themselves) with no Python code
-    anywhere below them, to cover whole with an empty tmpfs, and the data files that share a folder with
-    Python code, to cover one by one (covering their folder would break the imports of the packages that
-    import those modules, e.g. ``statsmodels.api`` imports every ``statsmodels.datasets.*``).
-    """
-    dirs: list[str] = []
-    files: list[str] = []
-    for top in data_dirs:
-        if any(top == d or top.startswith(d + "/") for d in dirs):
-            continue
-        for root, subdirs, names in os.walk(top):
-            has_code = any(n.endswith(_CODE_SUFFIXES) for _, _, ns in os.walk(root) for n in ns)
-            if not has_code:
-                dirs.append(root)
-                subdirs[:] = []  # covered whole
-                continue
-            files.extend(
-                os.path.join(root, n)
-                for n in sorted(names)
-                if not n.endswith(_CODE_SUFFIXES) and not os.path.islink(os.path.join(root, n))
-            )
-            subdirs.sort()
-    return tuple(dirs), tuple(files)
-
-
-def image_tarball() -> bytes:
-    """The sandbox image's whole filesystem: empty mount points, and the host's top-level links
+def image_tarball(links: Sequence[Mount] = ()) -> bytes:
+    """The sandbox image's whole filesystem: empty mount points, and the symbolic links of the mount plan
     (``/bin -> usr/bin`` on merged-usr systems) so that the dynamic loader and ``/bin/sh`` resolve."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -161,19 +135,24 @@ def image_tarball() -> bytes:
             # The engine gives a tmpfs the mode of the image directory it covers.
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name == "tmp" else 0o755
             tar.addfile(info)
-        for path in _SYSTEM_DIRS:
-            if os.path.islink(path):
-                info = tarfile.TarInfo(path.lstrip("/"))
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
-                tar.addfile(info)
+        for link in sorted(links, key=lambda m: m.target):
+            parents = Path(link.target.lstrip("/")).parents
+            for parent in reversed(parents[:-1]):
+                if str(parent) not in _IMAGE_DIRS and str(parent) not in tar.getnames():
+                    info = tarfile.TarInfo(str(parent))
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+            info = tarfile.TarInfo(link.target.lstrip("/"))
+            info.type, info.linkname = tarfile.SYMTYPE, link.source
+            tar.addfile(info)
     return buf.getvalue()
 
 
-def ensure_image(client, image: str) -> None:
+def ensure_image(client, image: str, links: Sequence[Mount] = ()) -> None:
     """Build ``image`` on the engine from :func:`image_tarball` unless it is there from the same recipe
     (a label holds the tarball's hash, so a changed recipe or host layout rebuilds it)."""
     docker = _import_docker()
-    tarball = image_tarball()
+    tarball = image_tarball(links)
     recipe = hashlib.sha256(tarball).hexdigest()[:16]
     try:
         if (client.images.get(image).labels or {}).get("wmrl.recipe") == recipe:
@@ -213,6 +192,8 @@ class DockerSandbox(Sandbox):
         max_concurrency: runs at once in :meth:`run_many` (default: the slots of all engines together).
         python: interpreter that runs solutions (default: this one, with the same packages).
         tmp_root: where per-run work dirs are made on the host (default: the system temp dir).
+        views_dir: where the runtime views of interpreters are cached (default
+            :func:`~wmrl.environments.sandbox.runtime_view.default_views_dir`).
 
     When a run fails with an infrastructure error and its engine no longer answers a ping, the engine is
     marked down (no new runs go there) and the run is re-queued from scratch on another engine, so an engine
@@ -235,6 +216,7 @@ class DockerSandbox(Sandbox):
         max_concurrency: int | None = None,
         python: str | None = None,
         tmp_root: str | None = None,
+        views_dir: str | None = None,
     ) -> None:
         _import_docker()
         if slots_per_engine is not None and slots_per_engine < 1:
@@ -245,7 +227,12 @@ class DockerSandbox(Sandbox):
         self.python = python or sys.executable
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
-        self.covered_dirs, self.covered_files = data_cover(self.bundled)
+        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir))
+        # wmrl's own syscall policy, the process sandbox's, in place of the engine's default profile
+        self.seccomp = docker_profile()
+        if self.seccomp is None:
+            log.warning("DockerSandbox: no seccomp policy of wmrl's for %s; the engine's default profile applies",
+                        platform.machine())
         self._slots_changed = threading.Condition()
         self.engines: list[_Engine] = []
         self.requeued = 0
@@ -264,7 +251,7 @@ class DockerSandbox(Sandbox):
             client = _connect(url, timeout=_CONTROL_TIMEOUT_S)
             client.ping()
             slots = slots or max(1, int(client.info().get("NCPU") or 1))
-            ensure_image(client, self.image)
+            ensure_image(client, self.image, [m for m in self.plan.system if m.kind == "link"])
             stream = _connect(url, timeout=None, pool=2 * slots + 4)
         except ImportError:
             raise
@@ -279,7 +266,7 @@ class DockerSandbox(Sandbox):
 
     @property
     def description(self) -> str:
-        return "docker+uid"
+        return "docker+uid" + ("+seccomp" if self.seccomp else "")
 
     def close(self) -> None:
         for engine in self.engines:
@@ -328,27 +315,23 @@ class DockerSandbox(Sandbox):
             return True
 
     # -- container construction -------------------------------------------------------------------------
-    def _mounts(self, workdir: Path) -> list:
-        from docker.types import Mount
+    def _mounts(self, workdir: Path, request: ExecutionRequest) -> list:
+        """The mount plan as docker mounts (the engine mounts parents before children and makes missing
+        mount points root-owned 0755, so the chain stays readable for uid 65534 even where the host's is not)."""
+        from docker.types import Mount as DockerMount
 
-        mounts = [
-            Mount(d, d, type="bind", read_only=True)
-            for d in _SYSTEM_DIRS
-            if os.path.isdir(d) and not os.path.islink(d)
-        ]
-        python_dirs = {sys.prefix, sys.base_prefix, str(Path(self.python).resolve().parent.parent)}
-        if Path(self.python).parent.parent.is_dir():
-            python_dirs.add(str(Path(self.python).parent.parent))
-        # Parents the engine creates for these mount points are root-owned 0755: the chain stays readable
-        # for uid 65534 even where the host's is not (/root is 0700).
-        for d in sorted(python_dirs, key=len):
-            if not any(d == m["Target"] or d.startswith(m["Target"] + "/") for m in mounts):
-                mounts.append(Mount(d, d, type="bind", read_only=True))
-        # Over the installation's bundled datasets (the engine mounts parents before children).
-        mounts += [Mount(d, None, type="tmpfs", read_only=True, tmpfs_size=4096) for d in self.covered_dirs]
-        mounts += [Mount(f, "/dev/null", type="bind", read_only=True) for f in self.covered_files]
-        mounts.append(Mount(_INNER_BOOT, str(BOOT_PATH), type="bind", read_only=True))
-        mounts.append(Mount(_INNER_WORKDIR, str(workdir), type="bind", read_only=False))
+        mounts = []
+        plan = self.plan
+        for m in [*plan.system, *plan.python(), *plan.covers(request.forbidden)]:
+            if m.kind == "bind":
+                mounts.append(DockerMount(m.target, m.source, type="bind", read_only=True))
+            elif m.kind == "cover":
+                mounts.append(DockerMount(m.target, None, type="tmpfs", read_only=True, tmpfs_size=4096))
+            elif m.kind == "null":
+                mounts.append(DockerMount(m.target, "/dev/null", type="bind", read_only=True))
+            # links are part of the image (image_tarball)
+        mounts.append(DockerMount(_INNER_BOOT, str(BOOT_PATH), type="bind", read_only=True))
+        mounts.append(DockerMount(_INNER_WORKDIR, str(workdir), type="bind", read_only=False))
         return mounts
 
     def container_config(self, workdir: Path, request: ExecutionRequest, nonce: str) -> dict[str, Any]:
@@ -372,12 +355,12 @@ class DockerSandbox(Sandbox):
             working_dir=_INNER_WORKDIR,
             environment=sandbox_env(_INNER_WORKDIR),
             user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-            mounts=self._mounts(workdir),
+            mounts=self._mounts(workdir, request),
             tmpfs={"/tmp": tmpfs_opts, "/dev/shm": tmpfs_opts},
             read_only=True,
             network_mode="none",
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            security_opt=["no-new-privileges", *([f"seccomp={self.seccomp}"] if self.seccomp else [])],
             mem_limit=memory,
             memswap_limit=memory,
             pids_limit=limits.max_processes + 1,  # + the waiting shell
@@ -439,12 +422,15 @@ class DockerSandbox(Sandbox):
             start = time.monotonic()
             engine.client.api.start(container)
             exited.start()
-            timed_out = not exited.done.wait(request.limits.timeout_s)
+            budget = CpuBudget(request.limits.timeout_s, self._cgroup_of(engine, container))
+            reason = budget.wait(exited.done.wait)
+            timed_out = reason is not None
             if timed_out:
                 _kill(engine.client.api, container)
                 exited.done.wait(_CONTROL_TIMEOUT_S)
             wall = (exited.at or time.monotonic()) - start
             reader.join(timeout=5)
+            budget.finish()
             state = engine.client.api.inspect_container(container)["State"]
         finally:
             if stream is not None:
@@ -471,7 +457,22 @@ class DockerSandbox(Sandbox):
             backend=self.name,
             isolation=self.description,
             stderr_note=note,
+            timeout_reason=reason,
+            cpu_seconds=budget.cpu_seconds,
+            starved_seconds=budget.starved_seconds,
         )
+
+    @staticmethod
+    def _cgroup_of(engine: _Engine, container: str) -> CgroupFiles | None:
+        """The container's control group, read on this host (a local engine): its CPU seconds make the time
+        budget CPU time, as in the process sandbox. A remote engine's are not readable here: wall-clock budget."""
+        if not engine.url.startswith("unix://"):
+            return None
+        try:
+            pid = engine.client.api.inspect_container(container)["State"]["Pid"]
+        except Exception:  # noqa: BLE001 - no accounting is a weaker budget, not a failed run
+            return None
+        return CgroupFiles.of_process(pid) if pid else None
 
 
 class _Waiter(threading.Thread):

@@ -2,22 +2,28 @@
 
 Layers, from the outside in:
 
-* ``prlimit``: address space, CPU seconds, processes, file size, no core dumps, open files.
+* a control group per run (:mod:`~wmrl.environments.sandbox.cgroups`; cgroup v2 delegated, or v1 as root):
+  ``limits.memory_mb`` for the run's whole process tree (anonymous memory, ``memfd`` files, shared memory and
+  tmpfs pages it writes, no swap), one CPU however many processes it forks, ``limits.max_processes``; its CPU
+  seconds are counted and are the time budget (:mod:`~wmrl.environments.sandbox.cpu_budget`). Without one (no
+  delegation, not root) a warning says so once, :attr:`ProcessSandbox.bounds_each_run` is ``False`` and training
+  refuses the sandbox unless ``allow_weak_bounds`` is set.
+* ``prlimit``: address space, CPU seconds, processes, file size, no core dumps, open files (per process).
 * a size-limited tmpfs per run (as root, where ``mount`` works): the run's work dir, ``/tmp`` and
   ``/dev/shm`` all live on one tmpfs of ``limits.max_disk_mb``, so a script cannot fill the host's disk or pin
   its RAM with many files below the per-file limit; unmounting it removes everything the run wrote. Without
   it (not root, or ``mount`` refused) ``/tmp`` and ``/dev/shm`` are sized by bwrap (``--size``), and the work
   dir is bounded per file only (a warning says so).
-* ``bwrap`` (isolation ``bwrap``): new pid/net/ipc/uts namespaces, a root made of read-only binds of the
-  system and the Python installation only, the work dir bound read-write at ``/sandbox``, a private ``/tmp``,
-  killed with its parent. The task cache (answers) and the user's home are simply not there. The datasets
-  that packages bundle (``bundled_data_dirs``: ``sklearn/datasets/data/iris.csv`` holds test labels) are
-  hidden too: each data folder is covered by an empty tmpfs with only its Python code bound back (so
-  ``import statsmodels.api``, which imports every ``statsmodels.datasets.*``, still works), so neither
-  ``ctypes``/libc nor a ``cat`` subprocess can read them; the tripwire is then only a detector.
-* a seccomp filter (bwrap ``--seccomp``, x86_64 and aarch64): the kernel keyring (state that would outlive
-  the run and reach a later one), new namespaces (nested user namespaces), ``ptrace``, ``bpf``,
-  ``perf_event_open``, ``userfaultfd``, ``io_uring``, mounts and kernel modules fail with ``EPERM``.
+* ``bwrap`` (isolation ``bwrap``): new pid/net/ipc/uts namespaces and the filesystem of the mount plan
+  (:mod:`~wmrl.environments.sandbox.mounts`): ``/etc``, the programs and libraries of ``/usr``, and the Python
+  installation as its *runtime view* (:mod:`~wmrl.environments.sandbox.runtime_view`): code and package
+  metadata only, no data file and no ``tests/`` folder of any package, so neither ``open()``, ``ctypes``/libc
+  nor a ``cat`` subprocess finds a copy of a dataset there. The work dir is bound read-write at ``/sandbox``,
+  ``/tmp`` is private, and the sandbox is killed with its parent. The task cache (answers) and the user's home
+  are simply not there, and every folder task's private paths that the plan would show are covered.
+* a seccomp filter (:mod:`~wmrl.environments.sandbox.seccomp`, x86_64 and aarch64, the docker backend's too):
+  the kernel keyring, new namespaces, ``ptrace``, ``bpf``, ``io_uring``, mounts, kernel modules and more fail
+  with ``EPERM``; socket families other than unix, IPv4, IPv6 and netlink routing fail with ``EAFNOSUPPORT``.
 * an unprivileged uid per run (as root): the script runs with no capabilities as a uid leased for the run
   alone from a dedicated range (``SANDBOX_UID_BASE``; a lock file per uid, held for the run, makes the lease
   exclusive across processes too). The kernel counts ``RLIMIT_NPROC`` per uid, so each run gets its own
@@ -38,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import functools
 import itertools
 import logging
 import os
@@ -54,6 +59,7 @@ from pathlib import Path
 from typing import Literal
 
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.environments.sandbox.cgroups import RunCgroup, cgroup_support
 from wmrl.environments.sandbox.common import (
     BOOT_PATH,
     READ_ROOTS,
@@ -65,6 +71,9 @@ from wmrl.environments.sandbox.common import (
     prepare_workdir,
     remove_tree,
 )
+from wmrl.environments.sandbox.cpu_budget import CpuBudget
+from wmrl.environments.sandbox.mounts import Mount, MountPlan
+from wmrl.environments.sandbox.runtime_view import runtime_view
 from wmrl.environments.sandbox.seccomp import seccomp_program
 
 log = logging.getLogger(__name__)
@@ -80,9 +89,7 @@ _UID_LOCK_DIRS = ("/run/wmrl-sandbox-uids", os.path.join(tempfile.gettempdir(), 
 _uid_cursor = itertools.count(os.getpid() * 7919)
 # Inodes of the per-run tmpfs: empty files cost kernel memory that ``size=`` does not count.
 _MAX_INODES = 65536
-_CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pyd")
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _probe_cache: dict[str, str | None] = {}
@@ -161,74 +168,26 @@ def resolve_isolation(isolation: Isolation) -> str:
     return isolation
 
 
-def hide_data_args(data_dirs: tuple[str, ...]) -> list[str]:
-    """bwrap arguments that make every data file under ``data_dirs`` unreadable while keeping their code.
-
-    A folder holding data is covered by an empty tmpfs, and what is Python code in it (modules, compiled
-    extensions, ``__pycache__``) is bound back read-only, recursively: the data files are absent, and a data
-    file added by a new package version is hidden by default. Where that takes more mounts than the folder
-    has data files (each mount costs ~1 ms at every start), its data files are covered one by one with
-    ``/dev/null`` instead (present, but empty). Must follow the binds of the Python installation.
-    """
+def bwrap_mounts(mounts: list[Mount] | tuple[Mount, ...]) -> list[str]:
+    """bubblewrap arguments for a part of the mount plan, in order. Parent folders that the plan does not mount
+    are made world-readable (bwrap would make them 0700, and the run's uid could not pass ``/root``)."""
     args: list[str] = []
-
-    def is_code(entry: os.DirEntry) -> bool:
-        return entry.name.endswith(_CODE_SUFFIXES) and not entry.is_symlink()
-
-    @functools.cache
-    def listing(path: str) -> tuple[list[os.DirEntry], list[os.DirEntry], list[os.DirEntry]]:
-        """(subfolders, code files, other entries) of ``path``."""
-        with os.scandir(path) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        dirs = [e for e in entries if e.is_dir(follow_symlinks=False)]
-        code = [e for e in entries if e not in dirs and is_code(e)]
-        return dirs, code, [e for e in entries if e not in dirs and e not in code]
-
-    @functools.cache
-    def has_code(path: str) -> bool:
-        dirs, code, _ = listing(path)
-        return bool(code) or any(has_code(d.path) for d in dirs)
-
-    @functools.cache
-    def plan(path: str) -> tuple[str, int]:
-        """How to hide the data of the visible folder ``path`` (``keep``, ``tmpfs``, ``cover``, ``mask``) and
-        how many mounts that takes."""
-        dirs, code, data = listing(path)
-        sub = [(d, plan(d.path)) for d in dirs]
-        if not data and all(how == "keep" for _, (how, _) in sub):
-            return "keep", 0
-        if not has_code(path):
-            return "tmpfs", 1
-        # cover: a tmpfs, the code files and code-holding subfolders bound back, those then hidden in turn
-        cover = 1 + len(code) + sum(1 + n for d, (_, n) in sub if has_code(d.path))
-        mask = len(data) + sum(n for _, (_, n) in sub)  # /dev/null over each data file here
-        return ("cover", cover) if cover <= mask else ("mask", mask)
-
-    def hide(path: str) -> None:
-        how, _ = plan(path)
-        dirs, code, data = listing(path)
-        if how == "tmpfs":
-            args.extend(["--tmpfs", path])
-            return
-        if how == "cover":
-            args.extend(["--tmpfs", path])
-            for entry in code:
-                args.extend(["--ro-bind", entry.path, entry.path])
-            dirs = [d for d in dirs if has_code(d.path)]
-            for d in dirs:
-                args.extend(["--ro-bind", d.path, d.path])
-        elif how == "mask":
-            for entry in data:
-                args.extend(["--ro-bind", "/dev/null", entry.path])
-        for d in dirs:
-            if how != "keep":
-                hide(d.path)
-
-    done: list[str] = []
-    for top in data_dirs:
-        if not any(top == d or top.startswith(d + "/") for d in done):
-            hide(top)
-            done.append(top)
+    made: set[str] = set()
+    mounted: list[str] = []
+    for m in mounts:
+        for parent in map(str, reversed(Path(m.target).parents[:-1])):
+            if parent not in made and not any(parent == t or parent.startswith(t + "/") for t in mounted):
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+        mounted.append(m.target)
+        if m.kind == "bind":
+            args += ["--ro-bind", m.source, m.target]
+        elif m.kind == "link":
+            args += ["--symlink", m.source, m.target]
+        elif m.kind == "cover":
+            args += ["--perms", "0555", "--size", "4096", "--tmpfs", m.target]
+        else:
+            args += ["--ro-bind", "/dev/null", m.target]
     return args
 
 
@@ -304,6 +263,8 @@ class ProcessSandbox(Sandbox):
         python: interpreter that runs solutions (default: this one, with the same packages).
         tmp_root: where per-run work dirs are made (default: the system temp dir). As root each run's dir is a
             tmpfs of ``limits.max_disk_mb`` mounted there, unmounted after the run.
+        views_dir: where the runtime views of interpreters are cached (default
+            :func:`~wmrl.environments.sandbox.runtime_view.default_views_dir`).
     """
 
     name = "process"
@@ -314,6 +275,7 @@ class ProcessSandbox(Sandbox):
         max_concurrency: int | None = None,
         python: str | None = None,
         tmp_root: str | None = None,
+        views_dir: str | None = None,
     ) -> None:
         super().__init__(max_concurrency)
         self.isolation = resolve_isolation(isolation)
@@ -321,7 +283,7 @@ class ProcessSandbox(Sandbox):
         self.tmp_root = tmp_root
         self.drop_uid = self.isolation == "bwrap" and os.geteuid() == 0
         self.bundled = bundled_data_dirs()
-        self._hide_data = hide_data_args(self.bundled) if self.isolation == "bwrap" else []
+        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir)) if self.isolation == "bwrap" else None
         self.seccomp = seccomp_program() if self.isolation == "bwrap" else None
         if self.isolation == "bwrap" and self.seccomp is None:
             log.warning("ProcessSandbox: no seccomp filter for %s; keyring and namespace syscalls stay open",
@@ -331,13 +293,28 @@ class ProcessSandbox(Sandbox):
         if not self.disk_quota and self.isolation == "bwrap":
             log.warning("ProcessSandbox: no size-limited tmpfs per run (%s): /tmp and /dev/shm are bounded by "
                         "limits.max_disk_mb each, the work dir only per file (limits.max_file_mb)", why_not)
+        self.cgroups, self.no_cgroup_reason = cgroup_support()
+        if self.cgroups is None:
+            _warn_once(
+                f"ProcessSandbox: no cgroup per run here ({self.no_cgroup_reason}). A run's memory is bounded per process only "
+                "(RLIMIT_AS: memfd, shared memory and several children can exceed limits.memory_mb), its CPU not "
+                "at all (a busy run can starve its neighbours into timeouts), and its time budget is wall-clock. "
+                "Training refuses this unless allow_weak_bounds=true; run as root, or give wmrl a delegated "
+                "cgroup v2 (systemd-run --scope -p Delegate=yes ..., or WMRL_CGROUP=DIR)."
+            )
 
     @property
     def description(self) -> str:
         return self.isolation + "".join(
-            f"+{layer}" for layer, on in (("uid", self.drop_uid), ("seccomp", self.seccomp), ("quota", self.disk_quota))
+            f"+{layer}" for layer, on in (("uid", self.drop_uid), ("seccomp", self.seccomp), ("quota", self.disk_quota),
+                                          ("cgroup", self.cgroups is not None))
             if on
         )
+
+    @property
+    def bounds_each_run(self) -> bool:
+        """Whether each run gets its own control group (memory of the whole tree, one CPU, CPU-time budget)."""
+        return self.cgroups is not None
 
     @property
     def hides_answers(self) -> bool:
@@ -352,22 +329,11 @@ class ProcessSandbox(Sandbox):
     ) -> list[str]:
         cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         cmd += ["--die-with-parent", "--new-session"]
-        made: set[str] = set()
-
-        def parents(path: str) -> list[str]:
-            out = []
-            for parent in reversed(Path(path).parents):
-                p = str(parent)
-                if p != "/" and p not in made and not any(p == d or p.startswith(d + "/") for d in _SYSTEM_DIRS):
-                    made.add(p)
-                    out += ["--perms", "0755", "--dir", p]
-            return out
-
-        for d in _SYSTEM_DIRS:
-            if os.path.isdir(d):
-                cmd += ["--ro-bind", d, d]
-        # Fresh /tmp and /dev before the Python installation's binds: bwrap applies these in order, and a tmpfs
-        # mounted later would hide an installation that lives under /tmp (a venv in a checkout under /tmp).
+        # The system first; then fresh /proc, /dev and /tmp; then the Python installation's runtime view: bwrap
+        # applies these in order, and a tmpfs mounted later would hide an installation that lives under /tmp (a
+        # venv in a checkout under /tmp); last, the covers over task folders and caches the view would show.
+        plan = self.plan
+        cmd += bwrap_mounts(plan.system)
         cmd += ["--proc", "/proc", "--dev", "/dev"]
         if scratch is not None:  # on the run's size-limited tmpfs, sharing one budget with the work dir
             cmd += ["--bind", str(scratch / "shm"), "/dev/shm", "--bind", str(scratch / "tmp"), "/tmp"]
@@ -375,13 +341,7 @@ class ProcessSandbox(Sandbox):
             size = str(request.limits.max_disk_mb * 1024 * 1024)
             for d in ("/dev/shm", "/tmp"):
                 cmd += ["--perms", "1777", "--size", size, "--tmpfs", d]
-        python_dirs = {sys.prefix, sys.base_prefix, str(Path(self.python).resolve().parent.parent)}
-        if Path(self.python).parent.parent.is_dir():
-            python_dirs.add(str(Path(self.python).parent.parent))
-        for d in sorted(python_dirs, key=len):
-            if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS):
-                cmd += parents(d) + ["--ro-bind", d, d]
-        cmd += self._hide_data
+        cmd += bwrap_mounts(plan.python() + plan.covers(request.forbidden))
         cmd += ["--perms", "0755", "--dir", "/wmrl", "--ro-bind", str(BOOT_PATH), _INNER_BOOT]
         cmd += ["--bind", str(workdir), _INNER_WORKDIR]
         if seccomp_fd is not None:
@@ -480,6 +440,20 @@ class ProcessSandbox(Sandbox):
             for path in [workdir, *workdir.rglob("*")]:
                 os.lchown(path, uid, uid)
         nonce = new_nonce()
+        limits = request.limits
+        cgroup = None
+        if self.cgroups is not None:
+            # bwrap, its reaper and setpriv are in the group too: a few processes more than the script's own
+            cgroup = RunCgroup(self.cgroups, limits.memory_mb * 1024 * 1024, cpus=1.0,
+                               max_processes=limits.max_processes + 4)
+        try:
+            return self._execute(workdir, request, nonce, uid, scratch, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+
+    def _execute(self, workdir: Path, request: ExecutionRequest, nonce: str, uid: int, scratch: Path | None,
+                 cgroup: RunCgroup | None) -> ExecutionResult:
         seccomp_fd = None
         if self.seccomp is not None:
             seccomp_fd = os.memfd_create("wmrl-seccomp")  # close-on-exec, but passed to bwrap by pass_fds
@@ -487,6 +461,8 @@ class ProcessSandbox(Sandbox):
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
             cmd, inner = self.command(workdir, request, nonce, uid=uid, seccomp_fd=seccomp_fd, scratch=scratch)
+            if cgroup is not None:
+                cmd = cgroup.join_argv() + cmd
             out, err = TailBuffer(request.limits.output_tail_bytes), TailBuffer(request.limits.output_tail_bytes)
             # The start marker must survive an stderr flood: keep the first bytes of stderr regardless.
             start = time.monotonic()
@@ -510,19 +486,22 @@ class ProcessSandbox(Sandbox):
         ]
         for t in readers:
             t.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=request.limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        budget = CpuBudget(request.limits.timeout_s, cgroup.files if cgroup is not None else None)
+        reason = budget.wait(lambda timeout: _exited(proc, timeout))
         wall = time.monotonic() - start
         _kill_group(proc.pid)
+        if cgroup is not None:
+            cgroup.kill()
         proc.wait()
         for t in readers:
             t.join(timeout=5)
+        budget.finish()
         exit_code = proc.returncode
         if self.isolation == "bwrap" and exit_code is not None and exit_code > 128:
             exit_code = -(exit_code - 128)  # bwrap reports a child killed by signal N as 128 + N
+        note = ""
+        if cgroup is not None and cgroup.files.oom_killed():
+            note = f"\n[wmrl] killed: out of memory (limit {request.limits.memory_mb} MB for the whole run)"
         return finish(
             workdir=workdir,
             request=request,
@@ -530,12 +509,34 @@ class ProcessSandbox(Sandbox):
             exit_code=exit_code,
             raw_exit_code=proc.returncode,
             wall_seconds=wall,
-            timed_out=timed_out,
+            timed_out=reason is not None,
             out=out,
             err=err,
             backend=self.name,
             isolation=self.description,
+            stderr_note=note,
+            timeout_reason=reason,
+            cpu_seconds=budget.cpu_seconds,
+            starved_seconds=budget.starved_seconds,
         )
+
+
+def _exited(proc: subprocess.Popen, timeout: float) -> bool:
+    try:
+        proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """Say a limitation of this host once per process, not once per sandbox."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message)
 
 
 def _pump(stream, buffer: TailBuffer) -> None:

