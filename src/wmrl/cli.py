@@ -397,6 +397,11 @@ def lightning_cli(argv: list[str] | None, run: bool = True):
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in LIGHTNING_COMMANDS:
+        if words[1:] in (["--help"], ["-h"]):  # the keys a user sets, without importing Lightning
+            from wmrl.quick_help import quick_help
+
+            print(quick_help(words[0]))
+            return 0
         from wmrl.trainer_cli import run
 
         return run(argv)  # None: LightningCLI reads sys.argv itself; a configuration error prints short

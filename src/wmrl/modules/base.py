@@ -13,8 +13,10 @@ step where every rollout is missing says so; two in a row stop training).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -68,6 +70,22 @@ class RLModule(pl.LightningModule):
         """After the metrics are logged (``step`` counts from 1): progress-bar values, training curves."""
 
     # -- what every domain shares ----------------------------------------------------------------------
+    def save_settings(self, settings: dict[str, Any], ignore: Sequence[str] = ()) -> None:
+        """Save the constructor's arguments as hyperparameters that a checkpoint holds and LightningCLI reads back.
+
+        Built by LightningCLI (``wmrl fit|validate|test``), the module saves the config it was built from with its
+        ``_class_path``: Lightning's own form, which ``--ckpt_path`` re-parses (the checkpoint's model settings
+        then replace the config's) and ``load_from_checkpoint`` rebuilds from. Built in Python, it saves
+        ``settings`` as plain values (dataclasses as mappings: loggers refuse frozen dataclasses, and checkpoints
+        load with ``weights_only``). ``ignore`` names the arguments that are the run's infrastructure, not the
+        model's (the environment, the generation engine, an in-process policy): a resumed or evaluated run takes
+        them from its own config.
+        """
+        self.save_hyperparameters(ignore=list(ignore))
+        if "_class_path" not in self.hparams:  # not built by LightningCLI
+            self.save_hyperparameters({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+                                       for k, v in settings.items()})
+
     def add_environment(self, name: str, environment: Any) -> None:
         """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""
         if name == "real":

@@ -18,7 +18,6 @@ checkpoints.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -135,14 +134,9 @@ class GRPOModule(RLModule):
     ) -> None:
         super().__init__()
         _validate(locals())
-        # loggers write hparams through lightning's apply_to_collection, which refuses frozen dataclasses, and
-        # checkpoints load them with weights_only: settings are kept there as plain mappings (the typed values
-        # are the constructor's)
-        hparams = {k: v for k, v in locals().items() if k not in ("self", "__class__", "environment", "policy")}
-        hparams["engine"] = _engine_name(engine)  # a factory is no hyperparameter a checkpoint can hold
-        self.save_hyperparameters(
-            {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in hparams.items()}
-        )
+        settings = {k: v for k, v in locals().items() if k not in ("self", "__class__", "environment", "policy")}
+        settings["engine"] = _engine_name(engine)  # a factory is no hyperparameter a checkpoint can hold
+        self.save_settings(settings, ignore=("environment", "policy", "engine"))
         self.strict_loading = False  # checkpoints hold the trainable parameters only
         if policy is not None:
             self.policy, self.tokenizer = policy
