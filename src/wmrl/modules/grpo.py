@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.grpo import (
     aggregation_normaliser,
@@ -44,6 +45,8 @@ from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
+
+SAMPLES_DIR = "samples"  # under the run dir: each held-out sample's script and outcome, per evaluation
 
 # Lightning warns at every checkpoint of a manually optimised module that the state saved is the one after the
 # optimizer step. That is the state wmrl means to save (a resumed run continues from it, exactly), so the
@@ -368,26 +371,14 @@ class GRPOModule(RLModule):
         All tasks are sampled in one rollout (the engine batches their prompts, each task's samples sharing one
         prefill), which on CPU costs about a third of evaluating the tasks one after the other.
         """
+        from wmrl.evaluation import sample_record, task_summary
+
         plan = RolloutPlan(list(task_ids), samples, ["real"] * len(task_ids))
         batch = self.rollout(plan, seed=seed, agent=self.eval_agent)
         results = []
         for group, task_id in enumerate(task_ids):
-            positions = []
-            for trajectory in batch.trajectories[group * samples : (group + 1) * samples]:
-                positions.append(max(
-                    (t.outcome.position for t in trajectory.turns if t.outcome.status is Status.VALID), default=None
-                ))
-            valid_positions = [p for p in positions if p is not None]
-            valid_rate = len(valid_positions) / samples
-            mean_best = sum(valid_positions) / len(valid_positions) if valid_positions else 0.0
-            results.append({
-                "task_id": task_id,
-                "valid_rate": valid_rate,
-                "mean_position": sum(p or 0.0 for p in positions) / samples,
-                "best_of_k": max(valid_positions, default=0.0),
-                "score": valid_rate * mean_best,  # the paper's per-task value
-                "positions": [p or 0.0 for p in positions],  # per sample; 0 for no valid submission
-            })
+            records = [sample_record(t) for t in batch.trajectories[group * samples : (group + 1) * samples]]
+            results.append({**task_summary(task_id, records), "samples": records})  # the texts, for the run dir
         return results
 
     def validation_step(self, items: list[tuple[str, int]], batch_idx: int) -> None:
@@ -395,7 +386,20 @@ class GRPOModule(RLModule):
         samples = {k for _, k in items}
         if len(samples) != 1:
             raise ValueError(f"one evaluation batch needs one sample count per task (got {sorted(samples)})")
-        self._eval_results.extend(self.evaluate([t for t, _ in items], samples.pop(), seed=10_000 + batch_idx))
+        self._eval_results.extend(self._held_out([t for t, _ in items], samples.pop(), seed=10_000 + batch_idx))
+
+    def _held_out(self, task_ids: list[str], samples: int, seed: int) -> list[dict]:
+        """:meth:`evaluate`, saying what it does meanwhile: one batched rollout shows as a single progress step
+        for minutes, so a line before it and one per task after it."""
+        rank_zero_info(f"held-out evaluation: {len(task_ids)} task(s) x {samples} sample(s), generated in one batch, "
+                       f"then executed for real (step {self.global_step})")
+        start = time.perf_counter()
+        results = self.evaluate(task_ids, samples, seed)
+        for r in results:
+            shown = " ".join("-" if s["position"] is None else f"{s['position']:.2f}" for s in r["samples"])
+            rank_zero_info(f"  {r['task_id']}: {round(r['valid_rate'] * samples)}/{samples} valid, positions {shown}")
+        rank_zero_info(f"  ({time.perf_counter() - start:.0f} s)")
+        return results
 
     def on_validation_epoch_start(self) -> None:
         self._eval_results = []
@@ -416,7 +420,7 @@ class GRPOModule(RLModule):
         datamodule = getattr(self.trainer, "datamodule", None)
         if not self.hparams.eval_at_start or self.global_step > 0 or datamodule is None:
             return
-        self._eval_results = self.evaluate(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)
+        self._eval_results = self._held_out(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)
         summary = self._summarise(self._eval_results)
         self._write_eval("heldout", self._eval_results)
         for logger in self.loggers:
@@ -452,15 +456,22 @@ class GRPOModule(RLModule):
 
     def _write_eval(self, prefix: str, results: list[dict]) -> None:
         """Append the evaluation's per-sample positions to ``<run dir>/heldout.jsonl`` (one line per evaluation:
-        the confidence intervals of ``benchmarks/speedup.py`` need samples, not means). Only a logging run has a
-        run dir, and only rank 0 writes."""
+        the confidence intervals of ``benchmarks/speedup.py`` need samples, not means) and write each sample's
+        script and outcome under ``<run dir>/samples/<split>_step<N>/<task>/`` (:func:`wmrl.evaluation.write_samples`).
+        Only a logging run has a run dir, and only rank 0 writes."""
         if not self.trainer.loggers or not self.trainer.is_global_zero:
             return
-        line = {"split": prefix, "step": self.global_step, "tasks": results}
-        path = Path(self.trainer.default_root_dir) / EVAL_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
+        from wmrl.evaluation import write_samples
+
+        line = {"split": prefix, "step": self.global_step,
+                "tasks": [{k: v for k, v in r.items() if k != "samples"} for r in results]}
+        root = Path(self.trainer.default_root_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        with (root / EVAL_FILE).open("a") as f:
             f.write(json.dumps(line) + "\n")
+        folder = write_samples(root / SAMPLES_DIR / f"{prefix}_step{self.global_step}",
+                               {r["task_id"]: r["samples"] for r in results if "samples" in r})
+        rank_zero_info(f"held-out samples (scripts and outcomes): {folder}")
 
     # -- checkpoints -----------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -514,7 +525,19 @@ def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, lis
             n = sum(len(v) for v in before.values())
             lines.append(f"  gain over the start: {describe_gain(gain, low, high, unchanged)} "
                          f"(paired bootstrap over {n} samples of {len(before)} tasks, same seeds)")
+            if history[0][1]["valid_rate"] == 0 and history[-1][1]["valid_rate"] == 0:
+                lines.append(NO_VALID_ADVICE)
     return "\n".join(lines)
+
+
+#: what the end-of-fit report says when no held-out sample was valid before or after (a learning rate is not it)
+NO_VALID_ADVICE = (
+    "  no held-out sample wrote a valid submission, before or after: the policy has no foothold on these tasks, and "
+    "a higher learning rate or more steps will not give it one. What helps: read its samples (<run dir>/samples/); "
+    "check the prompt and the starter a task shows (`wmrl tasks show ID`) and that the starter runs "
+    "(`wmrl tasks check ID`); keep model.init_args.prefill: starter_head; raise max_new_tokens when most turns end "
+    "truncated; compare policies with `wmrl evaluate`."
+)
 
 
 def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:
