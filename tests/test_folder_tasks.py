@@ -23,7 +23,8 @@ from wmrl import cli
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.tasks import registry
-from wmrl.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_competition, load_folder
+from wmrl.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_folder
+from wmrl.tasks.mlebench import load_competition
 from wmrl.tasks.suite import LOCK_PATH, TaskSuite
 from wmrl.types import Status
 
@@ -242,7 +243,9 @@ def test_mlebench_competitions_work_in_tasks_check_and_exec(tmp_path, cache, cap
     assert "iris-species (heldout)" in out and "tumour-diagnosis (heldout)" in out
     code, out, err = run(cache, capsys, "tasks", "check", "iris-species", "tumour-diagnosis")
     assert code == 0, err
-    assert "2 graded on a task's own leaderboard" in out and "0 differ" in out
+    # per competition the sample submission and the generic starter (neither ships a starter.py), each graded valid
+    assert "4 graded on a task's own leaderboard" in out and "0 differ" in out
+    assert out.count("generic_starter") == 2 and "graded" in out
     solution = tmp_path / "solution.py"
     solution.write_text(
         "import pandas as pd\nfrom sklearn.linear_model import LogisticRegression\n"

@@ -118,10 +118,18 @@ def cmd_tasks_add(args) -> None:
                            "folder sets them in its task.yaml")
         sources = list(args.dirs)
     added = registry.add(suite.cache_dir, sources, [s.id for s in TASKS])
-    unranked = [spec.id for spec in added if not suite.get(spec.id, rebuild=True).leaderboard]  # built now: a
-    # problem shows here, not mid-run
+    for spec in added:
+        for note in spec.folder.notes:
+            console.print(Text(f"note: {note}", style="yellow"))
+    built = [suite.get(spec.id, rebuild=True) for spec in added]  # built now: a problem shows here, not mid-run
+    unranked = [task.id for task in built if not task.leaderboard]
+    generic = [task.id for task in built if task.spec.folder.starter is None]
     out.print(f"registered {len(added)} task(s) in {registry.registry_path(suite.cache_dir)}: "
               + ", ".join(f"{s.id} ({s.split})" for s in added), markup=False, highlight=False)
+    if generic:
+        out.print(f"no starter.py for {', '.join(generic)}: their prompts show a generic baseline written from the "
+                  f"public files (`wmrl tasks show ID` prints it, `wmrl tasks check {' '.join(generic)}` runs it)",
+                  markup=False, highlight=False)
     if unranked:
         out.print(f"no leaderboard yet for {', '.join(unranked)}: record one from the references with "
                   f"`wmrl tasks build {' '.join(unranked)} --record` (a valid submission is graded by its position)",
@@ -142,10 +150,32 @@ def cmd_tasks_show(args) -> None:
     if args.json:
         out.print_json(json.dumps({**task.card, "leaderboard": task.leaderboard, "root": str(task.root)}))
         return
-    out.print(f"[bold]{task.id}[/bold]  ({task.root})")
-    out.print_json(json.dumps(task.card))
-    out.print("leaderboard:", task.leaderboard or "(not recorded)")
+    out.print(f"[bold]{task.id}[/bold]  ({_plain(task.root)})")
+    out.print_json(json.dumps({k: v for k, v in task.card.items() if k != "columns"}))
+    out.print(f"leaderboard: {leaderboard_summary(task.leaderboard, task.higher_is_better)}", markup=False,
+              highlight=False)
+    folder = task.spec.folder
+    if folder is not None:
+        out.print(f"starter: {task.starter_origin}", markup=False, highlight=False)
+        for note in folder.notes:
+            console.print(Text(f"note: {note}", style="yellow"))
     out.print(task.description, markup=False, highlight=False)
+
+
+def leaderboard_summary(scores: dict[str, float], higher_is_better: bool) -> str:
+    """A leaderboard in one line: its size, best, median and worst, and its direction (``--json`` has every row).
+
+    >>> leaderboard_summary({"a": 0.9, "b": 0.5, "c": 0.7}, True)
+    '3 entries, best 0.9, median 0.7, worst 0.5 (higher is better; `--json` lists them)'
+    >>> leaderboard_summary({}, True)
+    'none recorded: `wmrl tasks build ID --record` scores the references'
+    """
+    if not scores:
+        return "none recorded: `wmrl tasks build ID --record` scores the references"
+    ranked = sorted(scores.values(), reverse=higher_is_better)
+    median = sorted(ranked)[len(ranked) // 2]
+    return (f"{len(ranked)} entries, best {ranked[0]:.6g}, median {median:.6g}, worst {ranked[-1]:.6g} "
+            f"({'higher' if higher_is_better else 'lower'} is better; `--json` lists them)")
 
 
 def cmd_tasks_build(args) -> None:

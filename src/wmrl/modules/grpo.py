@@ -181,6 +181,7 @@ class GRPOModule(RLModule):
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
         self._generated_positions = 0  # token positions the engine computed in the last rollout
         self._parameter_count = sum(p.numel() for p in self.policy.parameters())
+        self._checkpoint_step = 0  # the step of a checkpoint loaded for evaluation (trained_steps)
 
     def _build_engine(self, engine: EngineFactory | None, batch_size: int) -> GenerationEngine:
         if engine is None:
@@ -392,7 +393,7 @@ class GRPOModule(RLModule):
         """:meth:`evaluate`, saying what it does meanwhile: one batched rollout shows as a single progress step
         for minutes, so a line before it and one per task after it."""
         rank_zero_info(f"held-out evaluation: {len(task_ids)} task(s) x {samples} sample(s), generated in one batch, "
-                       f"then executed for real (step {self.global_step})")
+                       f"then executed for real (step {self.trained_steps})")
         start = time.perf_counter()
         results = self.evaluate(task_ids, samples, seed)
         for r in results:
@@ -439,9 +440,10 @@ class GRPOModule(RLModule):
             key: sum(r[key] for r in results) / len(results)
             for key in ("valid_rate", "mean_position", "best_of_k", "score")
         }
-        self.eval_history.append(("start" if self.global_step == 0 else f"step {self.global_step}", summary))
+        step = self.trained_steps
+        self.eval_history.append(("start" if step == 0 else f"step {step}", summary))
         self._eval_samples.append({r["task_id"]: list(r["positions"]) for r in results})
-        log.info("held-out at step %d: %s", self.global_step, summary)
+        log.info("held-out at step %d: %s", step, summary)
         return summary
 
     def _log_eval(self, prefix: str) -> None:
@@ -463,17 +465,26 @@ class GRPOModule(RLModule):
             return
         from wmrl.evaluation import write_samples
 
-        line = {"split": prefix, "step": self.global_step,
+        line = {"split": prefix, "step": self.trained_steps,
                 "tasks": [{k: v for k, v in r.items() if k != "samples"} for r in results]}
         root = Path(self.trainer.default_root_dir)
         root.mkdir(parents=True, exist_ok=True)
         with (root / EVAL_FILE).open("a") as f:
             f.write(json.dumps(line) + "\n")
-        folder = write_samples(root / SAMPLES_DIR / f"{prefix}_step{self.global_step}",
+        folder = write_samples(root / SAMPLES_DIR / f"{prefix}_step{self.trained_steps}",
                                {r["task_id"]: r["samples"] for r in results if "samples" in r})
         rank_zero_info(f"held-out samples (scripts and outcomes): {folder}")
 
     # -- checkpoints -----------------------------------------------------------------------------------
+    @property
+    def trained_steps(self) -> int:
+        """The optimizer steps behind the current weights: the trainer's step while fitting; under ``wmrl
+        validate|test --ckpt_path`` the checkpoint's (Lightning restores its step count only for a fit)."""
+        return self.global_step or self._checkpoint_step
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._checkpoint_step = int(checkpoint.get("global_step", 0))
+
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         trainable = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}

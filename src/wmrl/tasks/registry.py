@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from wmrl.tasks.folder import TaskFolderError, is_competition, is_task_folder, load_competition, load_folder
+from wmrl.tasks.folder import TaskFolderError, is_competition, is_task_folder, load_folder
+from wmrl.tasks.mlebench import DEFAULT_BUDGET_S, load_competition
 from wmrl.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def load_source(source: Source) -> list[TaskSpec]:
             raise TaskFolderError(root, [f"{root}: no MLE-bench competition (a folder with config.yaml) here"])
 
         def load(path: Path) -> TaskSpec:
-            return load_competition(path, source["data"], source["split"], source.get("time_budget_s", 600.0))
+            return load_competition(path, source["data"], source["split"], source.get("time_budget_s", DEFAULT_BUDGET_S))
     specs, problems = [], []
     for folder in folders:
         try:
