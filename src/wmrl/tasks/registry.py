@@ -64,9 +64,10 @@ def normalise(source: Source) -> Source:
 
 def _stamp(source: Source) -> tuple:
     root = Path(source if isinstance(source, str) else source["mlebench"])
-    paths = [root, root / "task.yaml", root / "config.yaml"]
+    names = ("task.yaml", "config.yaml", "starter.py")  # a starter.py added or removed changes the spec
+    paths = [root, *(root / name for name in names)]
     if root.is_dir():
-        paths += [p / name for p in root.iterdir() if p.is_dir() for name in ("task.yaml", "config.yaml")]
+        paths += [p / name for p in root.iterdir() if p.is_dir() for name in names]
     return tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in paths)
 
 
