@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from task_fixtures import (
     EXAMPLE,
@@ -277,6 +278,34 @@ def test_a_competitions_direction_comes_from_its_leaderboard_and_its_problems_ar
     with pytest.raises(TaskFolderError) as info:
         load_competition(competitions / "iris-species", data)
     assert "prepare the competition first" in str(info.value)
+
+
+def test_a_competitions_problems_name_its_config_keys_and_fixes(tmp_path, cache, capsys):
+    """Only the real problems, each with its fix and a did-you-mean: no `higher_is_better` (MLE-bench's config.yaml
+    has no such key) added to another error, no task.yaml key suggested; a misspelt grader name beside a grade.py
+    is noted, not silently accepted."""
+    competitions, data = mlebench_layout(tmp_path)
+    config = competitions / "iris-species" / "config.yaml"
+    config.write_text(config.read_text().replace("name: accuracy", "name: acuracy"))
+    (data / "tumour-diagnosis" / "prepared" / "public" / "sample_submission.csv").unlink()
+    code, _, err = run(cache, capsys, "tasks", "add", str(competitions), "--mlebench-data", str(data))
+    text = " ".join(err.split())
+    assert code == 2 and "2 problem(s)" in text, text
+    assert "grader.name 'acuracy' is none of the metrics wmrl computes itself (did you mean 'accuracy'?)" in text
+    assert "correct it, or put the competition's grade.py beside config.yaml" in text
+    assert "sample_submission.csv: missing (config.yaml dataset.sample_submission" in text
+    assert "prepare the competition (`mlebench prepare -c tumour-diagnosis --data-dir" in text
+    assert "higher_is_better" not in text and "task.yaml" not in text
+
+    config.write_text(config.read_text().replace("name: acuracy", "name: accuracy"))
+    tumour = competitions / "tumour-diagnosis" / "config.yaml"
+    tumour.write_text(tumour.read_text().replace("name: auc-roc", "name: auc-rco"))
+    answers = pd.read_csv(data / "tumour-diagnosis" / "prepared" / "private" / "test.csv")
+    answers[["PatientId"]].assign(benign=1).to_csv(
+        data / "tumour-diagnosis" / "prepared" / "public" / "sample_submission.csv", index=False)
+    code, out, err = run(cache, capsys, "tasks", "add", str(competitions), "--mlebench-data", str(data))
+    assert code == 0, err
+    assert "grader.name 'auc-rco' is not a name MLE-bench uses (did you mean 'auc-roc'?)" in " ".join(err.split())
 
 
 # -- the data module and training --------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class RLModule(pl.LightningModule):
         self.environments: dict[str, Any] = {}
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
+        self._checkpoint_step = 0  # the step of a checkpoint loaded for evaluation (trained_steps)
 
     # -- what a domain implements ----------------------------------------------------------------------
     def rollout(self, plan: RolloutPlan, seed: int) -> RolloutBatch:
@@ -85,6 +86,16 @@ class RLModule(pl.LightningModule):
         if "_class_path" not in self.hparams:  # not built by LightningCLI
             self.save_hyperparameters({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
                                        for k, v in settings.items()})
+
+    @property
+    def trained_steps(self) -> int:
+        """The optimizer steps behind the current weights, for labelling evaluations: the trainer's step while
+        fitting; under ``wmrl validate|test --ckpt_path`` the checkpoint's (Lightning restores its step count
+        only for a fit)."""
+        return self.global_step or self._checkpoint_step
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._checkpoint_step = int(checkpoint.get("global_step", 0))
 
     def add_environment(self, name: str, environment: Any) -> None:
         """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""

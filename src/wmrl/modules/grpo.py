@@ -181,7 +181,6 @@ class GRPOModule(RLModule):
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
         self._generated_positions = 0  # token positions the engine computed in the last rollout
         self._parameter_count = sum(p.numel() for p in self.policy.parameters())
-        self._checkpoint_step = 0  # the step of a checkpoint loaded for evaluation (trained_steps)
 
     def _build_engine(self, engine: EngineFactory | None, batch_size: int) -> GenerationEngine:
         if engine is None:
@@ -476,15 +475,6 @@ class GRPOModule(RLModule):
         rank_zero_info(f"held-out samples (scripts and outcomes): {folder}")
 
     # -- checkpoints -----------------------------------------------------------------------------------
-    @property
-    def trained_steps(self) -> int:
-        """The optimizer steps behind the current weights: the trainer's step while fitting; under ``wmrl
-        validate|test --ckpt_path`` the checkpoint's (Lightning restores its step count only for a fit)."""
-        return self.global_step or self._checkpoint_step
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self._checkpoint_step = int(checkpoint.get("global_step", 0))
-
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         trainable = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
