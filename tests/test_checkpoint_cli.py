@@ -23,17 +23,6 @@ QUICKSTART = str(ROOT / "configs" / "autoresearch" / "quickstart.yaml")
 FAST = str(ROOT / "configs" / "debug" / "fast.yaml")
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    from wmrl.models import smollm2_tokenizer, tiny_llama
-
-    model, tokenizer = tiny_llama(smollm2_tokenizer(), seed=0)
-    path = tmp_path_factory.mktemp("tiny-policy")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 def fit(run_dir: Path, model_dir: Path, max_steps: int, *extra: str) -> None:
     """The quickstart with the debug overlay: 2 steps per epoch (held-out evaluation at the start and after step
     2), a learning rate at which a tiny model's samples move."""

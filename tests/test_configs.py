@@ -142,17 +142,6 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
 AUTORESEARCH_CONFIGS = [c for c in CONFIGS if not relative(c).startswith(("configs/vla/", "configs/strategy/"))]
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    from wmrl.models import smollm2_tokenizer, tiny_llama
-
-    model, tokenizer = tiny_llama(smollm2_tokenizer(), seed=0)
-    path = tmp_path_factory.mktemp("tiny-policy")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
-
-
 @pytest.mark.slow  # two instantiations per config; tests/test_checkpoint_cli.py runs the quickstart's end to end
 @pytest.mark.parametrize("config", AUTORESEARCH_CONFIGS, ids=relative)
 def test_wmrl_validate_reads_a_checkpoint_of_every_shipped_autoresearch_config(config, tmp_path, monkeypatch,
