@@ -69,8 +69,34 @@ def test_a_vla_fit_stopped_after_step_1_and_resumed_equals_an_uninterrupted_fit(
         assert torch.equal(resumed["state_dict"][name], value), name
         moved |= not torch.equal(step1["state_dict"][name], value)
     assert moved  # step 2 changed the policy: the equality above is not the checkpoint of step 1
-    assert repr(resumed["callbacks"]) == repr(straight["callbacks"])  # world model, calibration, denoising, routing
+    # routing, the world model (weights, optimizer, anchors, refreshes), calibration, denoising, the anchor recorder
+    rl = [k for k in straight["callbacks"] if not k.startswith("ModelCheckpoint")]
+    assert len(rl) >= 5 and all(k in resumed["callbacks"] for k in rl)
+    for key in rl:
+        assert_same(straight["callbacks"][key], resumed["callbacks"][key], key)
     assert evaluations(runs["straight"])[-1]["episodes"] == evaluations(runs["resumed"])[-1]["episodes"]
+
+
+#: state that says how a run went, not where it is: execution wall-clock, and whether the world model was loaded
+#: from a checkpoint rather than trained in this process
+BOOKKEEPING = {"wall_seconds", "pretrained"}
+
+
+def assert_same(a, b, where: str) -> None:
+    """``a == b`` for nested checkpoint state (tensors exactly, other values by repr: NaN equals NaN), :data:`BOOKKEEPING` aside."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), where
+        for k in a:
+            if k not in BOOKKEEPING:
+                assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    else:
+        assert repr(a) == repr(b), where
 
 
 @pytest.mark.parametrize("command", ["validate", "test"])
