@@ -18,6 +18,7 @@ pairs (:func:`wmrl.algorithms.stats.paired_gain`).
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import time
@@ -25,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wmrl.types import Outcome, Source, Status, StepRequest, Trajectory
 
@@ -220,6 +221,32 @@ def build_module(policy: Policy, environment: Any):
     return module
 
 
+class EvaluationProgress(Protocol):
+    """What :func:`compare` reports while it runs (``wmrl evaluate`` draws a bar per policy from it)."""
+
+    def start(self, policy: Policy, total: int) -> None:
+        """``policy`` starts generating its ``total`` samples."""
+
+    def executing(self, policy: Policy, count: int) -> None:
+        """Generation is over; ``count`` executions begin."""
+
+    def done(self, policy: Policy, task_id: str, outcome: Outcome) -> None:
+        """One sample of ``task_id`` was executed (or gated) and graded."""
+
+
+class SilentProgress:
+    """An :class:`EvaluationProgress` that reports nothing."""
+
+    def start(self, policy: Policy, total: int) -> None:
+        pass
+
+    def executing(self, policy: Policy, count: int) -> None:
+        pass
+
+    def done(self, policy: Policy, task_id: str, outcome: Outcome) -> None:
+        pass
+
+
 class ReportingEnvironment:
     """The real environment, telling ``on_done(task_id, outcome)`` as each execution finishes (the per-sample
     progress of ``wmrl evaluate``), and ``on_start(count)`` when a turn's executions begin (generation is over)."""
@@ -243,28 +270,22 @@ class ReportingEnvironment:
 
 def compare(
     policies: Sequence[Policy], task_ids: Sequence[str], samples: int, environment: Any, out_dir: str | Path,
-    seed: int = EVAL_SEED, progress: Any = None,
+    seed: int = EVAL_SEED, progress: EvaluationProgress | None = None,
 ) -> dict[str, Any]:
     """Evaluate every policy on ``task_ids`` (``samples`` each, the same ``seed``: paired samples), write each
     sample's script and outcome under ``out_dir/<label>/`` and return the comparison (also ``evaluation.json``):
     per policy and task the summary (module docstring), and each policy's paired differences from the first.
-
-    ``progress`` (optional) gets ``start(policy, total)``, ``executing(policy, count)`` and
-    ``done(policy, task_id, outcome)``.
     """
     import os
 
+    progress = progress or SilentProgress()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     evaluated = []
     for policy in policies:
-        total = len(task_ids) * samples
-        if progress is not None:
-            progress.start(policy, total)
-        reporting = ReportingEnvironment(
-            environment,
-            on_start=lambda n, p=policy: progress.executing(p, n) if progress is not None else None,
-            on_done=lambda task, outcome, p=policy: progress.done(p, task, outcome) if progress is not None else None)
+        progress.start(policy, len(task_ids) * samples)
+        reporting = ReportingEnvironment(environment, on_start=functools.partial(progress.executing, policy),
+                                         on_done=functools.partial(progress.done, policy))
         module = build_module(policy, reporting)
         start = time.perf_counter()
         results = module.evaluate(list(task_ids), samples, seed)
