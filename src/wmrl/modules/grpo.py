@@ -37,6 +37,7 @@ from wmrl.algorithms.grpo import (
     grpo_loss,
     token_logprobs,
 )
+from wmrl.evaluation import mean_summary, sample_record, task_summary, write_samples
 from wmrl.generation.engine import GenerationEngine
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
@@ -371,8 +372,6 @@ class GRPOModule(RLModule):
         All tasks are sampled in one rollout (the engine batches their prompts, each task's samples sharing one
         prefill), which on CPU costs about a third of evaluating the tasks one after the other.
         """
-        from wmrl.evaluation import sample_record, task_summary
-
         plan = RolloutPlan(list(task_ids), samples, ["real"] * len(task_ids))
         batch = self.rollout(plan, seed=seed, agent=self.eval_agent)
         results = []
@@ -435,10 +434,7 @@ class GRPOModule(RLModule):
             print(held_out_report(self.eval_history, self._eval_samples))
 
     def _summarise(self, results: list[dict]) -> dict[str, float]:
-        summary = {
-            key: sum(r[key] for r in results) / len(results)
-            for key in ("valid_rate", "mean_position", "best_of_k", "score")
-        }
+        summary = mean_summary(results)
         step = self.trained_steps
         self.eval_history.append(("start" if step == 0 else f"step {step}", summary))
         self._eval_samples.append({r["task_id"]: list(r["positions"]) for r in results})
@@ -462,8 +458,6 @@ class GRPOModule(RLModule):
         Only a logging run has a run dir, and only rank 0 writes."""
         if not self.trainer.loggers or not self.trainer.is_global_zero:
             return
-        from wmrl.evaluation import write_samples
-
         line = {"split": prefix, "step": self.trained_steps,
                 "tasks": [{k: v for k, v in r.items() if k != "samples"} for r in results]}
         root = Path(self.trainer.default_root_dir)
