@@ -330,26 +330,34 @@ def cmd_exec(args) -> None:
 
 # -- wmrl evaluate -------------------------------------------------------------------------------------
 class _EvaluationProgress:
-    """One bar per policy: its samples' generation (elapsed time), then each sample's execution as it ends."""
+    """One bar per policy: its samples' generation (elapsed time), then each sample's execution as it ends; without
+    a terminal (a log file) the same as one line per event."""
 
     def __init__(self, progress: Progress, samples: int) -> None:
         self.progress, self.samples = progress, samples
         self.bars: dict[str, int] = {}
         self.finished: dict[tuple[str, str], int] = {}
 
+    def _say(self, text: str) -> None:
+        if not console.is_terminal:
+            console.print(text, markup=False, highlight=False)
+
     def start(self, policy, total: int) -> None:
         self.bars[policy.label] = self.progress.add_task(f"{policy.label}: generating {total} samples", total=total,
                                                          last="")
+        self._say(f"{policy.label}: generating {total} samples")
 
     def executing(self, policy, count: int) -> None:
         self.progress.update(self.bars[policy.label], description=f"{policy.label}: executing")
+        self._say(f"{policy.label}: executing {count} scripts")
 
     def done(self, policy, task_id: str, outcome) -> None:
         key = (policy.label, task_id)
         self.finished[key] = self.finished.get(key, 0) + 1
         position = "" if outcome.position is None else f" {outcome.position:.2f}"
-        self.progress.update(self.bars[policy.label], advance=1, last=f"{task_id} sample "
-                             f"{self.finished[key]}/{self.samples}: {outcome.status.value}{position}")
+        last = f"{task_id} sample {self.finished[key]}/{self.samples}: {outcome.status.value}{position}"
+        self.progress.update(self.bars[policy.label], advance=1, last=last)
+        self._say(f"{policy.label}: {last}")
 
 
 def cmd_evaluate(args) -> None:
