@@ -70,7 +70,7 @@ def test_the_readme_evaluate_command_gives_the_fits_own_numbers(fitted, capsys):
 def test_the_base_policy_writes_valid_submissions_on_competitions_without_a_starter(tmp_path, capsys):
     """Five tabular competitions in MLE-bench's layout, none with a starter.py: with the generic starters the
     default model (quickstart's evaluation settings) reaches a valid rate above 0, and `wmrl evaluate` reports it.
-    (Without a starter it wrote 0 valid of 40: DESIGN.md section 7.)"""
+    (Without a starter, an opened code block only, it wrote 0 valid of 40.)"""
     competitions, data, ids = tabular_competitions(tmp_path)
     cache = tmp_path / "cache"
     assert main(["--cache-dir", str(cache), "tasks", "add", str(competitions), "--mlebench-data", str(data)]) == 0

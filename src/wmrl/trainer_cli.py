@@ -29,7 +29,7 @@ import traceback
 from typing import Any
 
 import lightning.pytorch as pl
-from jsonargparse import set_parsing_settings
+from jsonargparse import Namespace, set_parsing_settings
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 # wmrl's modules and data modules, known to the parser by their short names (`--data.help AutoResearchDataModule`);
@@ -186,7 +186,7 @@ def checkpoint_notes(before: Any, after: Any, shown: int = 4) -> list[str]:
 
 def _plain_value(value: Any) -> Any:
     """A config value as plain data (a nested Namespace as a dict), for comparing and printing."""
-    if hasattr(value, "as_dict"):
+    if isinstance(value, Namespace):
         return value.as_dict()
     if isinstance(value, list | tuple):
         return [_plain_value(v) for v in value]

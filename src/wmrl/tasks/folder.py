@@ -237,7 +237,7 @@ def _read_csv_head(path: Path, problems: list[str], what: str) -> list[list[str]
     return rows
 
 
-def _leaderboard_problems(path: Path) -> list[str]:
+def leaderboard_problems(path: Path) -> list[str]:
     rows = _read_csv_head(path, problems := [], "the leaderboard")
     if rows is None:
         return problems
@@ -260,7 +260,7 @@ def _script_problems(path: Path) -> list[str]:
     return []
 
 
-def _grade_problems(path: Path, function: str) -> list[str]:
+def grade_problems(path: Path, function: str) -> list[str]:
     try:
         tree = ast.parse(path.read_text(), str(path))
     except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
@@ -272,7 +272,7 @@ def _grade_problems(path: Path, function: str) -> list[str]:
     return []
 
 
-def _submission_checks(
+def submission_checks(
     sample: Path, answers: Path, id_column: str | None, problems: list[str]
 ) -> tuple[str, tuple[str, ...], list[str]] | None:
     """The sample's id column and columns, and the answers' columns; checks the ids of both files agree."""
@@ -303,7 +303,7 @@ def _submission_checks(
     return id_col, columns, list(answer_rows[0])
 
 
-def _leaks(public_dir: Path, answers: Path) -> list[str]:
+def public_leaks(public_dir: Path, answers: Path) -> list[str]:
     """A public file identical to the answers, or the answers under public/: the answers would be readable."""
     if not answers.is_file() or not public_dir.is_dir():
         return []
@@ -315,7 +315,7 @@ def _leaks(public_dir: Path, answers: Path) -> list[str]:
     return [f"{p}: is a copy of the hidden answers; remove it from public/" for p in same]
 
 
-def _metric_checks(
+def metric_checks(
     metric: str | None, grade: Path | None, higher_is_better: Any, target: Any, columns: tuple[str, ...] | None,
     answer_columns: list[str] | None, id_col: str | None, problems: list[str], where: Path,
     target_fix: str = "set task.yaml target to the scored column(s)",
@@ -419,16 +419,16 @@ def load_folder(path: str | Path) -> TaskSpec:
     elif not sample.is_file():
         problems.append(f"{sample}: missing; write the exact submission format (the ids and a placeholder)")
     answers = root / str(c["answers"])
-    checked = _submission_checks(sample, answers, c["id_column"], problems) if sample.is_file() else None
+    checked = submission_checks(sample, answers, c["id_column"], problems) if sample.is_file() else None
     if not sample.is_file() and not answers.is_file():
         problems.append(f"{answers}: the hidden answers are missing; put them there (never under public/)")
-    problems += _leaks(public, answers)
+    problems += public_leaks(public, answers)
     grade = root / "grade.py"
     grade = grade if grade.is_file() else None
     if grade is not None:
-        problems += _grade_problems(grade, "grade")
+        problems += grade_problems(grade, "grade")
     id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
-    target, task_type = _metric_checks(c["metric"], grade, c["higher_is_better"], c["target"], columns,
+    target, task_type = metric_checks(c["metric"], grade, c["higher_is_better"], c["target"], columns,
                                        answer_columns, id_col, problems, task_file)
     leaderboard = root / "leaderboard.csv"
     leaderboard = leaderboard if leaderboard.is_file() else None
@@ -437,7 +437,7 @@ def load_folder(path: str | Path) -> TaskSpec:
     starter = root / "starter.py"
     starter = starter if starter.is_file() else None
     if leaderboard is not None:
-        problems += _leaderboard_problems(leaderboard)
+        problems += leaderboard_problems(leaderboard)
     elif references is None:
         problems.append(f"{root}: no leaderboard.csv and no references/*.py; a reward is a leaderboard position: add "
                         "leaderboard.csv (a `score` column) or reference solutions and run `wmrl tasks build ID "
@@ -455,9 +455,9 @@ def load_folder(path: str | Path) -> TaskSpec:
         kind="folder", root=root, public_dir=public, answers=answers, description=description,
         grade_script=grade, grade_function="grade", leaderboard=leaderboard, references_dir=references,
         starter=starter, id_column=id_col, submission_columns=columns, higher_is_better=bool(higher),
-        grade_timeout_s=float(c["grade_timeout_s"]), private_roots=_private_roots(root, answers),
+        grade_timeout_s=float(c["grade_timeout_s"]), private_roots=hidden_roots(root, answers),
     )
-    return _spec(task_id, c["split"], c["title"] or _title(description, task_id), c["metric"] or GRADE_METRIC,
+    return folder_spec(task_id, c["split"], c["title"] or overview_title(description, task_id), c["metric"] or GRADE_METRIC,
                  task_type, target, source, float(c["time_budget_s"]), int(c["memory_mb"]), bool(c["heavy"]), "folder")
 
 
@@ -475,7 +475,7 @@ def inferred_target(
     return prediction.targets, prediction.task_type
 
 
-def _spec(task_id, split, title, metric, task_type, target, source, budget, memory, heavy, package) -> TaskSpec:
+def folder_spec(task_id, split, title, metric, task_type, target, source, budget, memory, heavy, package) -> TaskSpec:
     return TaskSpec(
         id=task_id, split=split, package=package, loader=str(source.root), version="", type=task_type,
         target=tuple(target), metric=metric, title=title, goal="", load=_no_loader, time_budget_s=budget,
@@ -483,7 +483,7 @@ def _spec(task_id, split, title, metric, task_type, target, source, budget, memo
     )
 
 
-def _private_roots(root: Path, answers: Path, *more: Path) -> tuple[Path, ...]:
+def hidden_roots(root: Path, answers: Path, *more: Path) -> tuple[Path, ...]:
     """The folder, the answers' folder when it lies elsewhere (``answers: ../hidden/answers.csv``), and ``more``."""
     roots = [root, *more]
     if not any(r == answers.parent or r in answers.parents for r in roots):
@@ -495,7 +495,7 @@ def _no_loader():
     raise TypeError("a folder task's data are its files, not a loader (wmrl.tasks.folder)")
 
 
-def _title(description: Path, fallback: str) -> str:
+def overview_title(description: Path, fallback: str) -> str:
     if description.is_file():
         for line in description.read_text().splitlines():
             if line.startswith("# "):

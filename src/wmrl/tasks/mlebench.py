@@ -3,7 +3,7 @@
 ``<competitions>/<id>/`` holds ``config.yaml``, ``description.md``, ``grade.py`` and ``leaderboard.csv``; the
 prepared data lie under ``<data>/<id>/prepared/public`` and ``prepared/private``. :func:`load_competition` maps
 them onto a :class:`~wmrl.tasks.spec.TaskSpec` whose :class:`~wmrl.tasks.folder.FolderSource` says where
-everything is. Two files of wmrl's own are read beside ``config.yaml`` when present: ``starter.py`` (the starter
+everything is. One file of wmrl's own is read beside ``config.yaml`` when present: ``starter.py`` (the starter
 the prompt shows; without one wmrl writes a generic baseline, :mod:`wmrl.tasks.starter`).
 
 MLE-bench's ``config.yaml`` has no direction key: a competition graded by its own ``grade.py`` takes its direction
@@ -22,15 +22,15 @@ from wmrl.tasks.folder import (
     SPLITS,
     FolderSource,
     TaskFolderError,
-    _grade_problems,
-    _leaderboard_problems,
-    _leaks,
-    _metric_checks,
-    _private_roots,
-    _spec,
-    _submission_checks,
-    _title,
+    folder_spec,
+    grade_problems,
+    hidden_roots,
     inferred_target,
+    leaderboard_problems,
+    metric_checks,
+    overview_title,
+    public_leaks,
+    submission_checks,
 )
 from wmrl.tasks.spec import TaskSpec
 
@@ -94,11 +94,11 @@ def load_competition(
     description = root / "description.md"
     if not description.is_file():
         problems.append(f"{description}: missing; MLE-bench competitions ship their overview there")
-    checked = _submission_checks(sample, answers, None, problems) if sample.is_file() else None
+    checked = submission_checks(sample, answers, None, problems) if sample.is_file() else None
     if not sample.is_file() and "sample_submission" in dataset:
         problems.append(f"{sample}: missing (config.yaml dataset.sample_submission, relative to {data}); prepare "
                         f"the competition ({prepare}) or correct the path")
-    problems += _leaks(public, answers)
+    problems += public_leaks(public, answers)
     function = str(grader.get("grade_fn", ":grade")).rpartition(":")[2] or "grade"
     grade = root / "grade.py"
     grade = grade if grade.is_file() else None
@@ -106,7 +106,7 @@ def load_competition(
     notes: list[str] = []
     metric = None
     if grade is not None:
-        problems += _grade_problems(grade, function)
+        problems += grade_problems(grade, function)
         notes += _name_notes(name, config_path)
     else:
         metric = MLEBENCH_METRICS.get(str(name or "").lower())
@@ -117,13 +117,13 @@ def load_competition(
                             f"({', '.join(MLEBENCH_METRICS)}); correct it, or put the competition's grade.py beside "
                             "config.yaml")
     leaderboard = root / "leaderboard.csv"
-    lb_problems = _leaderboard_problems(leaderboard) if leaderboard.is_file() else [
+    lb_problems = leaderboard_problems(leaderboard) if leaderboard.is_file() else [
         f"{leaderboard}: missing; MLE-bench competitions ship Kaggle's final leaderboard (a `score` column, best first)"]
     problems += lb_problems
     id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
     target, task_type = (), "custom"
     if metric is not None:
-        target, task_type = _metric_checks(metric, None, None, None, columns, answer_columns, id_col, problems,
+        target, task_type = metric_checks(metric, None, None, None, columns, answer_columns, id_col, problems,
                                            config_path, target_fix="the answers (config.yaml dataset.answers) must "
                                            "hold the scored column, named as in sample_submission.csv")
     if problems:
@@ -140,12 +140,12 @@ def load_competition(
         kind="mlebench", root=root, public_dir=public, answers=answers, description=description,
         grade_script=grade, grade_function=function, leaderboard=leaderboard, references_dir=None,
         starter=starter if starter.is_file() else None, id_column=id_col, submission_columns=columns,
-        higher_is_better=higher, grade_timeout_s=120.0, private_roots=_private_roots(root, answers, data / task_id),
+        higher_is_better=higher, grade_timeout_s=120.0, private_roots=hidden_roots(root, answers, data / task_id),
         grader_name=str(name) if name else None, notes=tuple(notes),
     )
-    title = str(config.get("name") or _title(description, task_id))
+    title = str(config.get("name") or overview_title(description, task_id))
     shown = metric or (f"{name} (grade.py)" if name else "grade.py")
-    return _spec(task_id, split, title, shown, task_type, target, source, float(time_budget_s), 4096, False,
+    return folder_spec(task_id, split, title, shown, task_type, target, source, float(time_budget_s), 4096, False,
                  "mle-bench")
 
 

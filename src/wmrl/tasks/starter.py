@@ -1,9 +1,9 @@
 """A generic starter for a task that ships none, written from its public files alone.
 
-A small policy needs a foothold: a working script in the prompt that it continues (DESIGN.md section 7; with only
-an opened code block SmolLM2-135M wrote 0 valid of 40 on MLE-bench-layout competitions). A task folder or
-competition may ship its own ``starter.py``; when it does not, :func:`generic_starter` writes one from what a
-solution would see:
+A small policy needs a foothold: a working script in the prompt that it continues (with only an opened code
+block, SmolLM2-135M filled its tokens with unrelated code and wrote 0 valid submissions of 40 on five
+MLE-bench-layout competitions). A task folder or competition may ship its own ``starter.py``; when it does not,
+:func:`generic_starter` writes one from what a solution would see:
 
 - the id column and the prediction columns from ``sample_submission.csv``;
 - the target: the task's target when its metric is built in, else the prediction column(s) found in
