@@ -74,6 +74,19 @@ def tiny_suite(tmp_path_factory):
     return TaskSuite(cache_dir=root / "cache", lock_path=root / "suite.lock.json", specs=TINY_SPECS)
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random Llama with the SmolLM2 tokenizer saved as a model directory: what a config's
+    ``model.init_args.model`` names for a user's own model, loaded in a second (its text is random)."""
+    from wmrl.models import smollm2_tokenizer, tiny_llama
+
+    model, tokenizer = tiny_llama(smollm2_tokenizer(), seed=0)
+    path = tmp_path_factory.mktemp("tiny-policy")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def bwrap_missing() -> str | None:
     from wmrl.environments.sandbox.process import _probe
 

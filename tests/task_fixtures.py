@@ -136,3 +136,72 @@ def mlebench_layout(where: Path) -> tuple[Path, Path]:
     _competition(competitions, data, "tumour-diagnosis", cancer, "PatientId", "benign", "auc-roc",
                  [0.999, 0.99, 0.98, 0.95, 0.9, 0.75, 0.5], grade_py, checks)
     return competitions, data
+
+
+INVALID_SUBMISSION = '''
+class InvalidSubmissionError(Exception):
+    """MLE-bench's name for a submission the grader refuses (matched by name)."""
+'''
+AUC_GRADE = INVALID_SUBMISSION + '''
+
+def grade(submission, answers):
+    from sklearn.metrics import roc_auc_score
+
+    if len(submission) != len(answers):
+        raise InvalidSubmissionError("submission and answers differ in length")
+    merged = answers[[ID, TARGET]].merge(submission, on=ID, suffixes=("", "_p"))
+    if merged[TARGET + "_p"].isna().any() or ((merged[TARGET + "_p"] < 0) | (merged[TARGET + "_p"] > 1)).any():
+        raise InvalidSubmissionError("probabilities must lie in [0, 1]")
+    return roc_auc_score(merged[TARGET], merged[TARGET + "_p"])
+'''
+RMSE_GRADE = INVALID_SUBMISSION + '''
+
+def grade(submission, answers):
+    import numpy as np
+
+    if len(submission) != len(answers):
+        raise InvalidSubmissionError("submission and answers differ in length")
+    merged = answers[[ID, TARGET]].merge(submission, on=ID, suffixes=("", "_p"))
+    if merged[TARGET + "_p"].isna().any():
+        raise InvalidSubmissionError("a prediction is missing")
+    return float(np.sqrt(np.mean((merged[TARGET] - merged[TARGET + "_p"]) ** 2)))
+'''
+
+
+def _graded_by(template: str, id_col: str, target: str) -> str:
+    return f"ID = {id_col!r}\nTARGET = {target!r}\n" + template
+
+
+def tabular_competitions(where: Path) -> tuple[Path, Path, list[str]]:
+    """``(competitions dir, data dir, ids)``: five tabular competitions in MLE-bench's layout with no starter.py,
+    from data that ship with scikit-learn, statsmodels and vega_datasets. Two are graded by a grader name wmrl
+    computes (accuracy, root-mean-squared-error), three by their own grade.py (AUC twice, RMSE); string labels,
+    0/1 targets, categorical text columns, missing values and an id column not named ``id`` all occur."""
+    import statsmodels.datasets
+    from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
+    from vega_datasets import local_data
+
+    competitions, data = where / "competitions", where / "data"
+    wine = load_wine(as_frame=True)
+    frame = wine.frame.rename(columns=lambda c: c.replace("/", "_"))
+    frame["cultivar"] = frame.pop("target").map({0: "barolo", 1: "grignolino", 2: "barbera"})
+    _competition(competitions, data, "wine-cultivar", frame, "Id", "cultivar", "accuracy",
+                 [1.0, 0.98, 0.96, 0.94, 0.9, 0.85, 0.7, 0.4], None, {})
+    cancer = load_breast_cancer(as_frame=True).frame.rename(columns=lambda c: c.replace(" ", "_"))
+    cancer = cancer.rename(columns={"target": "benign"})
+    _competition(competitions, data, "tumour-malignancy", cancer, "PatientId", "benign", "auc-roc",
+                 [0.999, 0.995, 0.99, 0.98, 0.96, 0.9, 0.75, 0.5], _graded_by(AUC_GRADE, "PatientId", "benign"), {})
+    diabetes = load_diabetes(as_frame=True, scaled=False).frame.rename(columns={"target": "progression"})
+    _competition(competitions, data, "diabetes-progression", diabetes, "id", "progression",
+                 "root-mean-squared-error", [50.0, 52.0, 54.0, 56.0, 58.0, 62.0, 70.0, 78.0], None, {})
+    fair = statsmodels.datasets.fair.load_pandas().data
+    fair["had_affair"] = (fair.pop("affairs") > 0).astype(int)
+    fair["religious"] = fair["religious"].map({1: "not", 2: "mildly", 3: "fairly", 4: "strongly"})
+    _competition(competitions, data, "affair-survey", fair, "respondent", "had_affair", "auc-roc",
+                 [0.8, 0.78, 0.76, 0.74, 0.72, 0.7, 0.65, 0.5], _graded_by(AUC_GRADE, "respondent", "had_affair"), {})
+    cars = local_data.cars().drop(columns=["Name", "Year"]).rename(columns={"Miles_per_Gallon": "mpg"})
+    cars = cars.dropna(subset=["mpg"])  # horsepower keeps its missing values
+    _competition(competitions, data, "car-fuel-economy", cars, "car", "mpg", "rmse-of-mpg",
+                 [2.5, 2.7, 2.9, 3.1, 3.3, 3.6, 4.5, 7.8], _graded_by(RMSE_GRADE, "car", "mpg"), {})
+    return competitions, data, ["wine-cultivar", "tumour-malignancy", "diabetes-progression", "affair-survey",
+                                "car-fuel-economy"]

@@ -90,7 +90,9 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
 
         assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
-        assert cli.model.hparams.engine == "wmrl.generation.vllm.VLLMGenerationEngine"
+        # the engine is the run's infrastructure, not a model setting: a checkpoint evaluated on another machine
+        # (`--ckpt_path`) samples with that machine's configured engine
+        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.modules.grpo.GRPOModule"
         (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
         assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
         (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
@@ -140,6 +142,33 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
                 assert c.anchors_for(8) == 0
             if isinstance(c, AnchorRouting) and name == "configs/vla/arms/wmrl.yaml":
                 assert c.anchors_for(cli.datamodule.groups_per_step) == 1  # one group in eight: the paper's ~10%
+
+
+AUTORESEARCH_CONFIGS = [c for c in CONFIGS if not relative(c).startswith(("configs/vla/", "configs/strategy/"))]
+
+
+@pytest.mark.slow  # two instantiations per config; tests/test_checkpoint_cli.py runs the quickstart's end to end
+@pytest.mark.parametrize("config", AUTORESEARCH_CONFIGS, ids=relative)
+def test_wmrl_validate_reads_a_checkpoint_of_every_shipped_autoresearch_config(config, tmp_path, monkeypatch,
+                                                                               tiny_model_dir):
+    """`wmrl validate -c CONFIG --ckpt_path CKPT` parses the checkpoint's model settings and restores its state
+    (callbacks included) for every shipped AutoResearch config (the VLA configs: tests/vla/test_vla_cli_checkpoints.py).
+    The checkpoint is the instantiated run's, saved as a fit saves it; validation itself is skipped (0 batches)."""
+    from wmrl.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    name = relative(config)
+    bases = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), [])
+    args = [*[a for b in bases for a in ("-c", str(ROOT / b))], "-c", str(config),
+            *CPU_STANDINS.get(bases[0] if bases else name, []), f"--model.init_args.model={tiny_model_dir}",
+            f"--trainer.default_root_dir={tmp_path / 'run'}", "--model.init_args.dtype=float32"]
+    cli = lightning_cli(args, run=False)
+    cli.trainer.strategy.connect(cli.model)
+    checkpoint = tmp_path / "last.ckpt"
+    cli.trainer.save_checkpoint(checkpoint)
+    assert main(["validate", *args, f"--ckpt_path={checkpoint}", "--trainer.limit_val_batches=0",
+                 "--trainer.enable_progress_bar=false"]) == 0
 
 
 def check_fsdp_overlay(config: Path, args: list[str]) -> None:

@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from task_fixtures import (
     EXAMPLE,
@@ -23,7 +24,8 @@ from wmrl import cli
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.tasks import registry
-from wmrl.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_competition, load_folder
+from wmrl.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_folder
+from wmrl.tasks.mlebench import load_competition
 from wmrl.tasks.suite import LOCK_PATH, TaskSuite
 from wmrl.types import Status
 
@@ -242,7 +244,9 @@ def test_mlebench_competitions_work_in_tasks_check_and_exec(tmp_path, cache, cap
     assert "iris-species (heldout)" in out and "tumour-diagnosis (heldout)" in out
     code, out, err = run(cache, capsys, "tasks", "check", "iris-species", "tumour-diagnosis")
     assert code == 0, err
-    assert "2 graded on a task's own leaderboard" in out and "0 differ" in out
+    # per competition the sample submission and the generic starter (neither ships a starter.py), each graded valid
+    assert "4 graded on a task's own leaderboard" in out and "0 differ" in out
+    assert out.count("generic_starter") == 2 and "graded" in out
     solution = tmp_path / "solution.py"
     solution.write_text(
         "import pandas as pd\nfrom sklearn.linear_model import LogisticRegression\n"
@@ -274,6 +278,34 @@ def test_a_competitions_direction_comes_from_its_leaderboard_and_its_problems_ar
     with pytest.raises(TaskFolderError) as info:
         load_competition(competitions / "iris-species", data)
     assert "prepare the competition first" in str(info.value)
+
+
+def test_a_competitions_problems_name_its_config_keys_and_fixes(tmp_path, cache, capsys):
+    """Only the real problems, each with its fix and a did-you-mean: no `higher_is_better` (MLE-bench's config.yaml
+    has no such key) added to another error, no task.yaml key suggested; a misspelt grader name beside a grade.py
+    is noted, not silently accepted."""
+    competitions, data = mlebench_layout(tmp_path)
+    config = competitions / "iris-species" / "config.yaml"
+    config.write_text(config.read_text().replace("name: accuracy", "name: acuracy"))
+    (data / "tumour-diagnosis" / "prepared" / "public" / "sample_submission.csv").unlink()
+    code, _, err = run(cache, capsys, "tasks", "add", str(competitions), "--mlebench-data", str(data))
+    text = " ".join(err.split())
+    assert code == 2 and "2 problem(s)" in text, text
+    assert "grader.name 'acuracy' is none of the metrics wmrl computes itself (did you mean 'accuracy'?)" in text
+    assert "correct it, or put the competition's grade.py beside config.yaml" in text
+    assert "sample_submission.csv: missing (config.yaml dataset.sample_submission" in text
+    assert "prepare the competition (`mlebench prepare -c tumour-diagnosis --data-dir" in text
+    assert "higher_is_better" not in text and "task.yaml" not in text
+
+    config.write_text(config.read_text().replace("name: acuracy", "name: accuracy"))
+    tumour = competitions / "tumour-diagnosis" / "config.yaml"
+    tumour.write_text(tumour.read_text().replace("name: auc-roc", "name: auc-rco"))
+    answers = pd.read_csv(data / "tumour-diagnosis" / "prepared" / "private" / "test.csv")
+    answers[["PatientId"]].assign(benign=1).to_csv(
+        data / "tumour-diagnosis" / "prepared" / "public" / "sample_submission.csv", index=False)
+    code, out, err = run(cache, capsys, "tasks", "add", str(competitions), "--mlebench-data", str(data))
+    assert code == 0, err
+    assert "grader.name 'auc-rco' is not a name MLE-bench uses (did you mean 'auc-roc'?)" in " ".join(err.split())
 
 
 # -- the data module and training --------------------------------------------------------------------------

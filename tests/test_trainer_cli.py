@@ -83,3 +83,29 @@ def test_the_cli_class_is_importable_and_subclassable(tmp_path):
     assert "predict" not in MyCli.subcommands()
     cli = MyCli(["-c", QUICKSTART, "--my_note", "hello", "--trainer.default_root_dir", str(tmp_path)], run=False)
     assert cli.config["my_note"] == "hello" and cli.model.hparams.group_size == cli.datamodule.group_size == 4
+
+
+def test_help_of_a_lightning_subcommand_lists_the_model_and_data_keys_without_importing_lightning(capsys):
+    assert main(["validate", "--help"]) == 0
+    text = capsys.readouterr().out
+    for key in ("--ckpt_path", "--model.init_args.eval_temperature", "--model.init_args.max_new_tokens",
+                "--data.init_args.eval_tasks", "--data.init_args.eval_samples", "--data.help LeRobotVLADataModule"):
+        assert key in text, key
+    done = subprocess.run([sys.executable, "-c", "import sys; from wmrl.cli import main; main(['fit', '--help']); "
+                           "print('lightning' in sys.modules)"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().endswith("False")  # no Lightning import: under a second
+
+
+def test_a_data_class_is_found_by_its_short_name():
+    done = wmrl("validate", "--data.help", "AutoResearchDataModule")
+    assert done.returncode == 0, done.stderr
+    assert "--data.eval_tasks" in done.stdout and "explicit held-out task ids" in done.stdout
+
+
+def test_an_evaluation_where_no_sample_is_valid_advises_a_foothold_not_a_learning_rate():
+    from wmrl.modules.grpo import NO_VALID_ADVICE, held_out_report
+
+    nothing = {"score": 0.0, "mean_position": 0.0, "valid_rate": 0.0, "best_of_k": 0.0}
+    report = held_out_report([("start", nothing), ("step 3", nothing)], [{"a": [0.0, 0.0]}, {"a": [0.0, 0.0]}])
+    assert report.endswith(NO_VALID_ADVICE) and "starter" in NO_VALID_ADVICE and "samples" in NO_VALID_ADVICE
+    assert "will not give it one" in report

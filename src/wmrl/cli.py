@@ -9,6 +9,7 @@
     wmrl tasks check [IDS...] [--split S]         run reference solutions, compare with recorded scores
     wmrl exec TASK_ID solution.py [--sandbox docker] [--json]
     wmrl leak-scan [IDS...] [--split S] [--sandbox docker] [--report PATH]   no answers readable in a sandbox
+    wmrl evaluate POLICY... [--tasks IDS... | --split S] [--samples K]   compare policies (base, checkpoints)
 """
 
 from __future__ import annotations
@@ -118,10 +119,18 @@ def cmd_tasks_add(args) -> None:
                            "folder sets them in its task.yaml")
         sources = list(args.dirs)
     added = registry.add(suite.cache_dir, sources, [s.id for s in TASKS])
-    unranked = [spec.id for spec in added if not suite.get(spec.id, rebuild=True).leaderboard]  # built now: a
-    # problem shows here, not mid-run
+    for spec in added:
+        for note in spec.folder.notes:
+            console.print(Text(f"note: {note}", style="yellow"))
+    built = [suite.get(spec.id, rebuild=True) for spec in added]  # built now: a problem shows here, not mid-run
+    unranked = [task.id for task in built if not task.leaderboard]
+    generic = [task.id for task in built if task.spec.folder.starter is None]
     out.print(f"registered {len(added)} task(s) in {registry.registry_path(suite.cache_dir)}: "
               + ", ".join(f"{s.id} ({s.split})" for s in added), markup=False, highlight=False)
+    if generic:
+        out.print(f"no starter.py for {', '.join(generic)}: their prompts show a generic baseline written from the "
+                  f"public files (`wmrl tasks show ID` prints it, `wmrl tasks check {' '.join(generic)}` runs it)",
+                  markup=False, highlight=False)
     if unranked:
         out.print(f"no leaderboard yet for {', '.join(unranked)}: record one from the references with "
                   f"`wmrl tasks build {' '.join(unranked)} --record` (a valid submission is graded by its position)",
@@ -142,10 +151,32 @@ def cmd_tasks_show(args) -> None:
     if args.json:
         out.print_json(json.dumps({**task.card, "leaderboard": task.leaderboard, "root": str(task.root)}))
         return
-    out.print(f"[bold]{task.id}[/bold]  ({task.root})")
-    out.print_json(json.dumps(task.card))
-    out.print("leaderboard:", task.leaderboard or "(not recorded)")
+    out.print(f"[bold]{task.id}[/bold]  ({_plain(task.root)})")
+    out.print_json(json.dumps({k: v for k, v in task.card.items() if k != "columns"}))
+    out.print(f"leaderboard: {leaderboard_summary(task.leaderboard, task.higher_is_better)}", markup=False,
+              highlight=False)
+    folder = task.spec.folder
+    if folder is not None:
+        out.print(f"starter: {task.starter_origin}", markup=False, highlight=False)
+        for note in folder.notes:
+            console.print(Text(f"note: {note}", style="yellow"))
     out.print(task.description, markup=False, highlight=False)
+
+
+def leaderboard_summary(scores: dict[str, float], higher_is_better: bool) -> str:
+    """A leaderboard in one line: its size, best, median and worst, and its direction (``--json`` has every row).
+
+    >>> leaderboard_summary({"a": 0.9, "b": 0.5, "c": 0.7}, True)
+    '3 entries, best 0.9, median 0.7, worst 0.5 (higher is better; `--json` lists them)'
+    >>> leaderboard_summary({}, True)
+    'none recorded: `wmrl tasks build ID --record` scores the references'
+    """
+    if not scores:
+        return "none recorded: `wmrl tasks build ID --record` scores the references"
+    ranked = sorted(scores.values(), reverse=higher_is_better)
+    median = sorted(ranked)[len(ranked) // 2]
+    return (f"{len(ranked)} entries, best {ranked[0]:.6g}, median {median:.6g}, worst {ranked[-1]:.6g} "
+            f"({'higher' if higher_is_better else 'lower'} is better; `--json` lists them)")
 
 
 def cmd_tasks_build(args) -> None:
@@ -384,6 +415,107 @@ def cmd_leak_scan(args) -> None:
               markup=False)
 
 
+# -- wmrl evaluate -------------------------------------------------------------------------------------
+class _EvaluationProgress:
+    """One bar per policy: its samples' generation (elapsed time), then each sample's execution as it ends; without
+    a terminal (a log file) the same as one line per event."""
+
+    def __init__(self, progress: Progress, samples: int) -> None:
+        self.progress, self.samples = progress, samples
+        self.bars: dict[str, int] = {}
+        self.finished: dict[tuple[str, str], int] = {}
+
+    def _say(self, text: str) -> None:
+        if not console.is_terminal:
+            console.print(text, markup=False, highlight=False)
+
+    def start(self, policy, total: int) -> None:
+        self.bars[policy.label] = self.progress.add_task(f"{policy.label}: generating {total} samples", total=total,
+                                                         last="")
+        self._say(f"{policy.label}: generating {total} samples")
+
+    def executing(self, policy, count: int) -> None:
+        self.progress.update(self.bars[policy.label], description=f"{policy.label}: executing")
+        self._say(f"{policy.label}: executing {count} scripts")
+
+    def done(self, policy, task_id: str, outcome) -> None:
+        key = (policy.label, task_id)
+        self.finished[key] = self.finished.get(key, 0) + 1
+        position = "" if outcome.position is None else f" {outcome.position:.2f}"
+        last = f"{task_id} sample {self.finished[key]}/{self.samples}: {outcome.status.value}{position}"
+        self.progress.update(self.bars[policy.label], advance=1, last=last)
+        self._say(f"{policy.label}: {last}")
+
+
+def cmd_evaluate(args) -> None:
+    from datetime import datetime
+
+    from wmrl.algorithms.stats import describe_gain
+    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.evaluation import compare, resolve_policies
+
+    suite = _suite(args)
+    if args.tasks and args.split:
+        raise CliError("give --tasks or --split, not both")
+    task_ids = args.tasks or [s.id for s in suite.specs(args.split or "heldout")]
+    for task_id in task_ids:
+        suite.spec(task_id)  # an unknown id fails here, with a did-you-mean
+    if args.samples < 1:
+        raise CliError(f"--samples must be >= 1 (got {args.samples})")
+    overrides = {key: value for key, value in (
+        ("model", args.model), ("eval_temperature", args.temperature), ("max_new_tokens", args.max_new_tokens),
+        ("prefill", args.prefill), ("max_turns", args.max_turns)) if value is not None}
+    policies = resolve_policies(args.policies, overrides)
+    out_dir = Path(args.out or Path("runs") / "evaluate" / datetime.now().strftime("%Y%m%d-%H%M%S"))
+    sandbox = _sandbox(args)
+    try:  # the policies' scripts are untrusted: a sandbox that cannot hide the answers is refused, as in training
+        env = SandboxEnvironment(suite, sandbox, use_cache=not args.no_cache, starter_solution=args.starter,
+                                 allow_weak_isolation=args.allow_weak_isolation,
+                                 allow_weak_bounds=args.allow_weak_bounds)
+    except ValueError as exc:
+        message = str(exc)
+        for key in ("allow_weak_isolation", "allow_weak_bounds"):  # the config key, as this command's flag
+            message = message.replace(f"model.init_args.environment.init_args.{key}=true",
+                                      "--" + key.replace("_", "-"))
+        raise CliError(message.replace("model.init_args.environment.init_args.", "--")) from None
+    console.print(f"{len(policies)} polic{'y' if len(policies) == 1 else 'ies'} x {len(task_ids)} task(s) x "
+                  f"{args.samples} sample(s), seed {args.seed}, real execution ({sandbox.name} sandbox); "
+                  f"samples and evaluation.json in {out_dir}", markup=False, highlight=False)
+    with _progress() as progress:
+        report = compare(policies, task_ids, args.samples, env, out_dir, seed=args.seed,
+                         progress=_EvaluationProgress(progress, args.samples))
+    env.close()
+    if args.json:
+        out.print_json(json.dumps(report))
+        return
+    table = Table(title=f"held-out evaluation: {args.samples} samples per task, seed {args.seed} (real execution)")
+    table.add_column("task")
+    for policy in report["policies"]:
+        table.add_column(f"{policy['label']}\nvalid / mean pos. / best-of-{args.samples}", justify="right")
+    rows = {t: [] for t in task_ids}
+    for policy in report["policies"]:
+        for t in policy["tasks"]:
+            rows[t["task_id"]].append(f"{t['valid_rate']:.2f} / {t['mean_position']:.3f} / {t['best_of_k']:.3f}")
+    for task_id, cells in rows.items():
+        table.add_row(_plain(task_id), *cells)
+    table.add_row("[bold]mean[/bold]", *(f"{p['summary']['valid_rate']:.2f} / {p['summary']['mean_position']:.3f} / "
+                                         f"{p['summary']['best_of_k']:.3f}" for p in report["policies"]))
+    out.print(table)
+    for diff in report["differences"]:
+        position, valid = diff["mean_position"], diff["valid_rate"]
+        o = position["overall"]
+        said = ("no difference: every paired sample scored the same" if position["unchanged"]
+                else describe_gain(o["point"], o["low"], o["high"], False))
+        out.print(f"{diff['policy']} - {diff['reference']}: mean position {said}; valid rate "
+                  f"{valid['overall']['point']:+.2f} [{valid['overall']['low']:+.2f}, {valid['overall']['high']:+.2f}] "
+                  f"(paired over {len(task_ids) * args.samples} samples)", markup=False, highlight=False)
+    for policy in report["policies"]:
+        if policy["summary"]["valid_rate"] == 0:
+            out.print(f"{policy['name']}: no valid submission on any task. Read its samples ({policy['samples_dir']}); "
+                      "check each task's starter (`wmrl tasks show ID`, `wmrl tasks check ID`)", markup=False)
+    out.print(f"written: {out_dir / 'evaluation.json'}", markup=False, highlight=False)
+
+
 def cmd_report(args) -> None:
     from wmrl.report import write_report
 
@@ -465,6 +597,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search only under DIR, as the sandbox shows it (repeatable; default: /)")
     sandbox_args(p)
     p.set_defaults(fn=cmd_leak_scan)
+    p = sub.add_parser("evaluate", help="compare policies (the base, checkpoints) on held-out tasks, real execution")
+    p.add_argument("policies", nargs="+", metavar="POLICY",
+                   help="`base` (the policy a fit starts from) or a checkpoint of `wmrl fit` (a .ckpt or its run dir); "
+                        "the first is the reference of the paired differences")
+    p.add_argument("--tasks", nargs="+", default=None, metavar="ID",
+                   help="task ids (built-in, registered folders and competitions); in the fit's eval_tasks order to "
+                        "reproduce its numbers")
+    p.add_argument("--split", choices=("train", "heldout", "smoke"), default=None, help="every task of a split "
+                   "(default: heldout)")
+    p.add_argument("--samples", type=int, default=4, help="samples per task, K (default 4)")
+    p.add_argument("--seed", type=int, default=10_000, help="the sampling seed, shared by every policy (default "
+                   "10000: the fit's held-out evaluation seed)")
+    p.add_argument("--out", default=None, help="output dir (default runs/evaluate/<time>)")
+    p.add_argument("--model", default=None, help="the base model when no checkpoint says it")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the "
+                   "checkpoint's eval_temperature)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the checkpoint's)")
+    p.add_argument("--max-turns", type=int, default=None, help="turns per sample (default: the checkpoint's)")
+    p.add_argument("--prefill", choices=("none", "fence", "starter_head"), default=None,
+                   help="how each turn starts (default: the checkpoint's)")
+    p.add_argument("--starter", default="linear_baseline", help="the starter solution the prompts show "
+                   "(environment.init_args.starter_solution of the fit; default linear_baseline)")
+    p.add_argument("--no-cache", action="store_true", help="execute every script even if the execution log has it")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--allow-weak-isolation", action="store_true", help="run the policies' scripts in a sandbox "
+                   "that cannot hide the answers (trusted policies only)")
+    p.add_argument("--allow-weak-bounds", action="store_true", help="run them where each run cannot get its own "
+                   "control group (memory and CPU bounded per process only)")
+    sandbox_args(p)
+    p.set_defaults(fn=cmd_evaluate)
 
     p = sub.add_parser("report", help="figures and an HTML page for a training run")
     p.add_argument("run_dir", help="the run's trainer.default_root_dir (holds csv/ and calibration.jsonl)")
@@ -493,6 +655,11 @@ def lightning_cli(argv: list[str] | None, run: bool = True):
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in LIGHTNING_COMMANDS:
+        if words[1:] in (["--help"], ["-h"]):  # the keys a user sets, without importing Lightning
+            from wmrl.quick_help import quick_help
+
+            print(quick_help(words[0]))
+            return 0
         from wmrl.trainer_cli import run
 
         return run(argv)  # None: LightningCLI reads sys.argv itself; a configuration error prints short
@@ -503,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args.fn(args)
-    except (CliError, UnknownTaskError, TaskCacheError, ValueError, KeyError) as exc:
+    except (CliError, UnknownTaskError, TaskCacheError, ValueError, KeyError, FileNotFoundError) as exc:
         # The message can quote what the user typed (a path with brackets): shown as text, never as markup.
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)  # KeyError quotes its str
         console.print(Text.assemble(("error:", "red"), " ", printable(str(message))), highlight=False)

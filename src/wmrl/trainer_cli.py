@@ -9,6 +9,12 @@
 - ``--optimizer`` / ``--lr_scheduler`` are not options: wmrl's modules configure their own optimizer
   (``model.init_args.lr`` and ``weight_decay``) and step it by hand, so a scheduler would be silently ignored.
 - ``predict`` is not a subcommand: the RL modules have no predict step.
+- ``--ckpt_path`` works for every wmrl module: a checkpoint holds its model's config (Lightning's form, see
+  :meth:`wmrl.modules.base.RLModule.save_settings`), which replaces the config's model settings, so a checkpoint
+  is resumed or evaluated as it was trained; each setting it changes is named on stderr
+  (:func:`checkpoint_notes`).
+- wmrl's module and data classes are imported with this module, so ``--model.help GRPOModule`` and
+  ``--data.help AutoResearchDataModule`` find them by their short names.
 
 Importing this module imports Lightning; ``wmrl.cli`` imports it only for the Lightning subcommands.
 """
@@ -23,8 +29,15 @@ import traceback
 from typing import Any
 
 import lightning.pytorch as pl
-from jsonargparse import set_parsing_settings
+from jsonargparse import Namespace, set_parsing_settings
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+# wmrl's modules and data modules, known to the parser by their short names (`--data.help AutoResearchDataModule`);
+# none of them imports LeRobot, vLLM or transformers at import time
+import wmrl.datamodules.autoresearch
+import wmrl.datamodules.lerobot
+import wmrl.modules.grpo
+import wmrl.modules.vla_grpo  # noqa: F401
 
 TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors
 NOT_OPTIONS = {
@@ -128,12 +141,56 @@ class WMRLCli(LightningCLI):
             progress_bar=config.get("enable_progress_bar") is not False)
         return super()._instantiate_trainer(config, callbacks)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        super().parse_arguments(parser, args)
+        self._config_before_checkpoint = self.config.clone()  # LightningCLI then merges --ckpt_path's settings
+
+    def before_instantiate_classes(self) -> None:
+        if self.subcommand is None or not hasattr(self, "_config_before_checkpoint"):
+            return
+        notes = checkpoint_notes(self._config_before_checkpoint[self.subcommand], self.config[self.subcommand])
+        if notes:
+            sys.stderr.write("\n".join(notes) + "\n")
+
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
         except Exception as exc:
             exc.wmrl_config = self.config.get(self.subcommand) if self.subcommand else self.config  # type: ignore[attr-defined]
             raise
+
+
+def checkpoint_notes(before: Any, after: Any, shown: int = 4) -> list[str]:
+    """The model settings a ``--ckpt_path`` checkpoint changed (``before``/``after``: one subcommand's config).
+
+    LightningCLI rebuilds the model a checkpoint was trained as: its saved settings replace the config's and the
+    command line's. A user who passed ``--model.init_args.eval_temperature 0.8`` learns that the checkpoint's
+    value is used instead, rather than finding out from the results.
+    """
+    old, new = before.get("model"), after.get("model")
+    if old is None or new is None or old.get("init_args") is None or new.get("init_args") is None:
+        return []
+    old_args, new_args = vars(old.init_args), vars(new.init_args)
+    changed = [k for k in new_args if k in old_args and _plain_value(old_args[k]) != _plain_value(new_args[k])]
+    if not changed:
+        return []
+    path = after.get("ckpt_path")
+    lines = [f"note: {path} was trained with other model settings; the checkpoint's are used "
+             "(a checkpoint is resumed or evaluated as it was trained):"]
+    lines += [f"  model.init_args.{k}: {_plain_value(new_args[k])!r} (the config gave {_plain_value(old_args[k])!r})"
+              for k in changed[:shown]]
+    if len(changed) > shown:
+        lines.append(f"  ... and {len(changed) - shown} more")
+    return lines
+
+
+def _plain_value(value: Any) -> Any:
+    """A config value as plain data (a nested Namespace as a dict), for comparing and printing."""
+    if isinstance(value, Namespace):
+        return value.as_dict()
+    if isinstance(value, list | tuple):
+        return [_plain_value(v) for v in value]
+    return value
 
 
 def default_loggers(root: str) -> list:

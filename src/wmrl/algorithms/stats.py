@@ -93,7 +93,7 @@ def describe_gain(gain: float, low: float, high: float, unchanged: bool) -> str:
     interval = f"{gain:+.3f}, 95% interval [{low:+.3f}, {high:+.3f}]"
     if unchanged:
         return (f"no change: every sample scored exactly as before ({interval}); the policy's samples did not "
-                "move (raise the learning rate or the steps)")
+                "move (with valid samples to learn from: raise the learning rate or the steps)")
     if low > 0:
         return f"improved: {interval} (above 0)"
     if high < 0:

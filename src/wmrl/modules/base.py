@@ -13,8 +13,10 @@ step where every rollout is missing says so; two in a row stop training).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -52,6 +54,7 @@ class RLModule(pl.LightningModule):
         self.environments: dict[str, Any] = {}
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
+        self._checkpoint_step = 0  # the step of a checkpoint loaded for evaluation (trained_steps)
 
     # -- what a domain implements ----------------------------------------------------------------------
     def rollout(self, plan: RolloutPlan, seed: int) -> RolloutBatch:
@@ -68,6 +71,32 @@ class RLModule(pl.LightningModule):
         """After the metrics are logged (``step`` counts from 1): progress-bar values, training curves."""
 
     # -- what every domain shares ----------------------------------------------------------------------
+    def save_settings(self, settings: dict[str, Any], ignore: Sequence[str] = ()) -> None:
+        """Save the constructor's arguments as hyperparameters that a checkpoint holds and LightningCLI reads back.
+
+        Built by LightningCLI (``wmrl fit|validate|test``), the module saves the config it was built from with its
+        ``_class_path``: Lightning's own form, which ``--ckpt_path`` re-parses (the checkpoint's model settings
+        then replace the config's) and ``load_from_checkpoint`` rebuilds from. Built in Python, it saves
+        ``settings`` as plain values (dataclasses as mappings: loggers refuse frozen dataclasses, and checkpoints
+        load with ``weights_only``). ``ignore`` names the arguments that are the run's infrastructure, not the
+        model's (the environment, the generation engine, an in-process policy): a resumed or evaluated run takes
+        them from its own config.
+        """
+        self.save_hyperparameters(ignore=list(ignore))
+        if "_class_path" not in self.hparams:  # not built by LightningCLI
+            self.save_hyperparameters({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+                                       for k, v in settings.items()})
+
+    @property
+    def trained_steps(self) -> int:
+        """The optimizer steps behind the current weights, for labelling evaluations: the trainer's step while
+        fitting; under ``wmrl validate|test --ckpt_path`` the checkpoint's (Lightning restores its step count
+        only for a fit)."""
+        return self.global_step or self._checkpoint_step
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._checkpoint_step = int(checkpoint.get("global_step", 0))
+
     def add_environment(self, name: str, environment: Any) -> None:
         """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""
         if name == "real":

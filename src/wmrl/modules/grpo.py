@@ -18,7 +18,6 @@ checkpoints.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.grpo import (
     aggregation_normaliser,
@@ -37,6 +37,7 @@ from wmrl.algorithms.grpo import (
     grpo_loss,
     token_logprobs,
 )
+from wmrl.evaluation import mean_summary, sample_record, task_summary, write_samples
 from wmrl.generation.engine import GenerationEngine
 from wmrl.models import LoraSettings
 from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
@@ -45,6 +46,8 @@ from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
 from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
 
 log = logging.getLogger(__name__)
+
+SAMPLES_DIR = "samples"  # under the run dir: each held-out sample's script and outcome, per evaluation
 
 # Lightning warns at every checkpoint of a manually optimised module that the state saved is the one after the
 # optimizer step. That is the state wmrl means to save (a resumed run continues from it, exactly), so the
@@ -136,14 +139,9 @@ class GRPOModule(RLModule):
     ) -> None:
         super().__init__()
         _validate(locals())
-        # loggers write hparams through lightning's apply_to_collection, which refuses frozen dataclasses, and
-        # checkpoints load them with weights_only: settings are kept there as plain mappings (the typed values
-        # are the constructor's)
-        hparams = {k: v for k, v in locals().items() if k not in ("self", "__class__", "environment", "policy")}
-        hparams["engine"] = _engine_name(engine)  # a factory is no hyperparameter a checkpoint can hold
-        self.save_hyperparameters(
-            {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in hparams.items()}
-        )
+        settings = {k: v for k, v in locals().items() if k not in ("self", "__class__", "environment", "policy")}
+        settings["engine"] = _engine_name(engine)  # a factory is no hyperparameter a checkpoint can hold
+        self.save_settings(settings, ignore=("environment", "policy", "engine"))
         self.strict_loading = False  # checkpoints hold the trainable parameters only
         if policy is not None:
             self.policy, self.tokenizer = policy
@@ -379,22 +377,8 @@ class GRPOModule(RLModule):
         batch = self.rollout(plan, seed=seed, agent=self.eval_agent)
         results = []
         for group, task_id in enumerate(task_ids):
-            positions = []
-            for trajectory in batch.trajectories[group * samples : (group + 1) * samples]:
-                positions.append(max(
-                    (t.outcome.position for t in trajectory.turns if t.outcome.status is Status.VALID), default=None
-                ))
-            valid_positions = [p for p in positions if p is not None]
-            valid_rate = len(valid_positions) / samples
-            mean_best = sum(valid_positions) / len(valid_positions) if valid_positions else 0.0
-            results.append({
-                "task_id": task_id,
-                "valid_rate": valid_rate,
-                "mean_position": sum(p or 0.0 for p in positions) / samples,
-                "best_of_k": max(valid_positions, default=0.0),
-                "score": valid_rate * mean_best,  # the paper's per-task value
-                "positions": [p or 0.0 for p in positions],  # per sample; 0 for no valid submission
-            })
+            records = [sample_record(t) for t in batch.trajectories[group * samples : (group + 1) * samples]]
+            results.append({**task_summary(task_id, records), "samples": records})  # the texts, for the run dir
         return results
 
     def validation_step(self, items: list[tuple[str, int]], batch_idx: int) -> None:
@@ -402,7 +386,20 @@ class GRPOModule(RLModule):
         samples = {k for _, k in items}
         if len(samples) != 1:
             raise ValueError(f"one evaluation batch needs one sample count per task (got {sorted(samples)})")
-        self._eval_results.extend(self.evaluate([t for t, _ in items], samples.pop(), seed=10_000 + batch_idx))
+        self._eval_results.extend(self._held_out([t for t, _ in items], samples.pop(), seed=10_000 + batch_idx))
+
+    def _held_out(self, task_ids: list[str], samples: int, seed: int) -> list[dict]:
+        """:meth:`evaluate`, saying what it does meanwhile: one batched rollout shows as a single progress step
+        for minutes, so a line before it and one per task after it."""
+        rank_zero_info(f"held-out evaluation: {len(task_ids)} task(s) x {samples} sample(s), generated in one batch, "
+                       f"then executed for real (step {self.trained_steps})")
+        start = time.perf_counter()
+        results = self.evaluate(task_ids, samples, seed)
+        for r in results:
+            shown = " ".join("-" if s["position"] is None else f"{s['position']:.2f}" for s in r["samples"])
+            rank_zero_info(f"  {r['task_id']}: {round(r['valid_rate'] * samples)}/{samples} valid, positions {shown}")
+        rank_zero_info(f"  ({time.perf_counter() - start:.0f} s)")
+        return results
 
     def on_validation_epoch_start(self) -> None:
         self._eval_results = []
@@ -423,7 +420,7 @@ class GRPOModule(RLModule):
         datamodule = getattr(self.trainer, "datamodule", None)
         if not self.hparams.eval_at_start or self.global_step > 0 or datamodule is None:
             return
-        self._eval_results = self.evaluate(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)
+        self._eval_results = self._held_out(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)
         summary = self._summarise(self._eval_results)
         self._write_eval("heldout", self._eval_results)
         for logger in self.loggers:
@@ -441,13 +438,11 @@ class GRPOModule(RLModule):
         self.engine.close()  # vLLM: its engine processes exit with the fit (or validate/test) that started them
 
     def _summarise(self, results: list[dict]) -> dict[str, float]:
-        summary = {
-            key: sum(r[key] for r in results) / len(results)
-            for key in ("valid_rate", "mean_position", "best_of_k", "score")
-        }
-        self.eval_history.append(("start" if self.global_step == 0 else f"step {self.global_step}", summary))
+        summary = mean_summary(results)
+        step = self.trained_steps
+        self.eval_history.append(("start" if step == 0 else f"step {step}", summary))
         self._eval_samples.append({r["task_id"]: list(r["positions"]) for r in results})
-        log.info("held-out at step %d: %s", self.global_step, summary)
+        log.info("held-out at step %d: %s", step, summary)
         return summary
 
     def _log_eval(self, prefix: str) -> None:
@@ -462,15 +457,20 @@ class GRPOModule(RLModule):
 
     def _write_eval(self, prefix: str, results: list[dict]) -> None:
         """Append the evaluation's per-sample positions to ``<run dir>/heldout.jsonl`` (one line per evaluation:
-        the confidence intervals of ``benchmarks/speedup.py`` need samples, not means). Only a logging run has a
-        run dir, and only rank 0 writes."""
+        the confidence intervals of ``benchmarks/speedup.py`` need samples, not means) and write each sample's
+        script and outcome under ``<run dir>/samples/<split>_step<N>/<task>/`` (:func:`wmrl.evaluation.write_samples`).
+        Only a logging run has a run dir, and only rank 0 writes."""
         if not self.trainer.loggers or not self.trainer.is_global_zero:
             return
-        line = {"split": prefix, "step": self.global_step, "tasks": results}
-        path = Path(self.trainer.default_root_dir) / EVAL_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
+        line = {"split": prefix, "step": self.trained_steps,
+                "tasks": [{k: v for k, v in r.items() if k != "samples"} for r in results]}
+        root = Path(self.trainer.default_root_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        with (root / EVAL_FILE).open("a") as f:
             f.write(json.dumps(line) + "\n")
+        folder = write_samples(root / SAMPLES_DIR / f"{prefix}_step{self.trained_steps}",
+                               {r["task_id"]: r["samples"] for r in results if "samples" in r})
+        rank_zero_info(f"held-out samples (scripts and outcomes): {folder}")
 
     # -- checkpoints -----------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -524,7 +524,19 @@ def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, lis
             n = sum(len(v) for v in before.values())
             lines.append(f"  gain over the start: {describe_gain(gain, low, high, unchanged)} "
                          f"(paired bootstrap over {n} samples of {len(before)} tasks, same seeds)")
+            if history[0][1]["valid_rate"] == 0 and history[-1][1]["valid_rate"] == 0:
+                lines.append(NO_VALID_ADVICE)
     return "\n".join(lines)
+
+
+#: what the end-of-fit report says when no held-out sample was valid before or after (a learning rate is not it)
+NO_VALID_ADVICE = (
+    "  no held-out sample wrote a valid submission, before or after: the policy has no foothold on these tasks, and "
+    "a higher learning rate or more steps will not give it one. What helps: read its samples (<run dir>/samples/); "
+    "check the prompt and the starter a task shows (`wmrl tasks show ID`) and that the starter runs "
+    "(`wmrl tasks check ID`); keep model.init_args.prefill: starter_head; raise max_new_tokens when most turns end "
+    "truncated; compare policies with `wmrl evaluate`."
+)
 
 
 def collate(states: list[RolloutState], pad_token_id: int) -> RolloutBatch:

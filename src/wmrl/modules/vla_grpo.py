@@ -201,6 +201,7 @@ class VLAGRPOModule(RLModule):
             checkpoint["wmrl_vla_reference"] = self._reference[0].state_dict()
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
         if "wmrl_vla_reference" not in checkpoint:
             raise KeyError("this checkpoint has no VLA KL reference ('wmrl_vla_reference'): it was not written by "
                            "VLAGRPOModule; resume only from this module's checkpoints")
@@ -365,20 +366,20 @@ class VLAGRPOModule(RLModule):
                 record["noisy_success"] = float(np.mean([e.success for e in played[i * noisy : (i + 1) * noisy]]))
         return out
 
-    def _held_out(self, task_ids: list[str]) -> float:
+    def _held_out(self, task_ids: list[str], split: str = "heldout") -> float:
         """Evaluate, keep the episodes in ``<run dir>/heldout.jsonl`` and return the success rate (also logging
         ``heldout/success_noisy`` when ``eval_noisy_episodes`` > 0)."""
         episodes = self.evaluate_episodes(task_ids, self.hparams.get("eval_noisy_episodes", 0))
         success = float(np.mean([e["success"] for e in episodes]))
-        self.eval_history.append(("start" if self.global_step == 0 else f"step {self.global_step}", success))
-        self._write_eval(episodes)
+        self.eval_history.append(("start" if self.trained_steps == 0 else f"step {self.trained_steps}", success))
+        self._write_eval(episodes, split)
         if "noisy_success" in episodes[0]:
             noisy = float(np.mean([e["noisy_success"] for e in episodes]))
             for logger in self.loggers:
                 logger.log_metrics({"heldout/success_noisy": noisy}, step=self.global_step)
         return success
 
-    def _write_eval(self, episodes: list[dict]) -> None:
+    def _write_eval(self, episodes: list[dict], split: str = "heldout") -> None:
         """Append one line per evaluation to ``<run dir>/heldout.jsonl`` (``EVAL_FILE``, as the LLM module does):
         paired intervals over initial states (``benchmarks/vla_arms.py``) need episodes, not means. Only a logging
         run has a run dir, and only rank 0 writes."""
@@ -387,7 +388,7 @@ class VLAGRPOModule(RLModule):
         path = Path(self.trainer.default_root_dir) / EVAL_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a") as f:
-            f.write(json.dumps({"split": "heldout", "step": self.global_step, "episodes": episodes}) + "\n")
+            f.write(json.dumps({"split": split, "step": self.trained_steps, "episodes": episodes}) + "\n")
 
     def on_train_start(self) -> None:
         datamodule = self.trainer.datamodule
@@ -404,6 +405,11 @@ class VLAGRPOModule(RLModule):
             return
         success = self._held_out(list(task_ids))
         self.log("heldout/success", success, batch_size=len(task_ids), prog_bar=True)
+
+    def test_step(self, task_ids: list[str], batch_idx: int) -> None:
+        """``wmrl test``: the held-out evaluation, logged as ``test/success`` (``heldout.jsonl`` split ``test``)."""
+        success = self._held_out(list(task_ids), split="test")
+        self.log("test/success", success, batch_size=len(task_ids))
 
     def on_fit_end(self) -> None:
         if self.eval_history and self.trainer.is_global_zero:

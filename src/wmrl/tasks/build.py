@@ -36,7 +36,7 @@ DATA_FILES = ("public/train.csv", "public/test.csv", "public/sample_submission.c
 CARD_FILES = ("task.json", "description.md")
 CLASSIFICATION = ("binary", "multiclass", "ordinal")
 # Bump when the files a build writes change (card fields, prompt text): older caches are then rebuilt.
-BUILD_VERSION = 4
+BUILD_VERSION = 5
 
 
 class TaskCacheError(RuntimeError):

@@ -14,7 +14,7 @@ A task folder (``docs/tasks.md`` has a complete example)::
 
 An MLE-bench competition is read in MLE-bench's own layout (``<competitions>/<id>/config.yaml``,
 ``description.md``, ``grade.py``, ``leaderboard.csv``; prepared data under ``<data>/<id>/prepared/public`` and
-``prepared/private``): see :func:`load_competition`.
+``prepared/private``): see :func:`wmrl.tasks.mlebench.load_competition`.
 
 Validation reports every problem of a folder at once (:class:`TaskFolderError`), each naming the file and the
 fix. What is loaded is a :class:`~wmrl.tasks.spec.TaskSpec` whose ``folder`` says where everything lies
@@ -42,23 +42,21 @@ from typing import Any
 
 from wmrl.tasks.build import BuiltTask
 from wmrl.tasks.spec import TaskSpec
+from wmrl.tasks.starter import generic_starter
 
 TASK_FILE = "task.yaml"
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 SPLITS = ("train", "heldout", "smoke")
 OVERVIEW_CHARS = 3000  # the description's share of every rollout's prompt (MLE-bench descriptions run to 10 KB)
 PUBLIC_FILES_SHOWN = 12
+GRADE_METRIC = "grade.py"  # the metric a task shows when its own grade.py scores it
 DEFAULTS: dict[str, Any] = {
     "id": None, "title": None, "split": "train", "metric": None, "higher_is_better": None, "target": None,
     "id_column": None, "answers": "private/answers.csv", "time_budget_s": 60.0, "memory_mb": 4096,
     "grade_timeout_s": 120.0, "heavy": False,
 }
-# MLE-bench's grader names (config.yaml ``grader.name``) that a built-in metric computes exactly
-MLEBENCH_METRICS = {
-    "accuracy": "accuracy", "auc-roc": "roc_auc", "roc-auc": "roc_auc", "macro-f1-score": "macro_f1",
-    "root-mean-squared-error": "rmse", "rmse": "rmse", "mean-absolute-error": "mae", "mae": "mae",
-    "log-loss": "log_loss", "logloss": "log_loss",
-}
+GENERIC_STARTER = "generic_starter.py"  # in the task's cache dir: the starter written when the folder has none
+GENERIC_REFERENCE = "generic_starter"  # its name among the references (`wmrl tasks check` runs it)
 SAMPLE_REFERENCE = """import shutil
 
 shutil.copy("public/sample_submission.csv", "submission.csv")
@@ -94,6 +92,10 @@ class FolderSource:
         higher_is_better: the score's direction.
         grade_timeout_s: the author's grader's time limit per submission.
         private_roots: host paths a solution may never read (the folder; a competition's data dir).
+        grader_name: a competition's ``grader.name`` (MLE-bench): shown as its metric, and a hint of what its
+            ``grade.py`` scores (:func:`wmrl.tasks.starter.infer_prediction`).
+        notes: what loading noticed without refusing the task (a grader name that looks misspelt), each with
+            its fix; ``wmrl tasks add`` and ``wmrl tasks show`` print them.
     """
 
     kind: str
@@ -111,6 +113,8 @@ class FolderSource:
     higher_is_better: bool
     grade_timeout_s: float
     private_roots: tuple[Path, ...]
+    grader_name: str | None = None
+    notes: tuple[str, ...] = ()
 
     def files(self) -> list[Path]:
         """Every file the task is made of (a change in any of them rebuilds the task's card)."""
@@ -182,17 +186,33 @@ class FolderTask(BuiltTask):
         return self.source.higher_is_better
 
     def references(self) -> dict[str, str]:
-        return self.source.references()
+        """The folder's reference solutions (:meth:`FolderSource.references`); without a ``starter.py``, the
+        generic starter as ``generic_starter`` (so ``wmrl tasks check`` runs it)."""
+        found = self.source.references()
+        if self.source.starter is None:
+            sample = found.pop("sample_submission")
+            found = {"sample_submission": sample, GENERIC_REFERENCE: self.starter, **found}
+        return found
 
     @property
     def starter(self) -> str:
-        """The folder's ``starter.py``; empty when it has none (the prompt then asks for the whole script, and a
-        ``starter_head`` prefill opens the code block only)."""
-        return self.source.starter.read_text() if self.source.starter is not None else ""
+        """The folder's (or competition's) ``starter.py``; without one, the generic baseline written from its
+        public files when the task was built (:mod:`wmrl.tasks.starter`)."""
+        if self.source.starter is not None:
+            return self.source.starter.read_text()
+        return (self.root / GENERIC_STARTER).read_text()
+
+    @property
+    def starter_origin(self) -> str:
+        """Which starter the prompt shows, in words (``wmrl tasks show`` prints it)."""
+        if self.source.starter is not None:
+            return str(self.source.starter)
+        return (f"generic: written by wmrl from the public files ({self.root / GENERIC_STARTER}); add "
+                f"{self.source.root / 'starter.py'} to show your own")
 
     def starter_solution(self, name: str) -> str:
-        """``linear_baseline`` (the default name) and ``starter`` are the folder's ``starter.py`` (empty without
-        one); other names are its ``references/<name>.py``."""
+        """``linear_baseline`` (the default name) and ``starter`` are the prompt's starter (the folder's
+        ``starter.py``, else the generic one); other names are its references."""
         if name in ("linear_baseline", "starter"):
             return self.starter
         references = self.references()
@@ -217,7 +237,7 @@ def _read_csv_head(path: Path, problems: list[str], what: str) -> list[list[str]
     return rows
 
 
-def _leaderboard_problems(path: Path) -> list[str]:
+def leaderboard_problems(path: Path) -> list[str]:
     rows = _read_csv_head(path, problems := [], "the leaderboard")
     if rows is None:
         return problems
@@ -240,7 +260,7 @@ def _script_problems(path: Path) -> list[str]:
     return []
 
 
-def _grade_problems(path: Path, function: str) -> list[str]:
+def grade_problems(path: Path, function: str) -> list[str]:
     try:
         tree = ast.parse(path.read_text(), str(path))
     except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
@@ -252,7 +272,7 @@ def _grade_problems(path: Path, function: str) -> list[str]:
     return []
 
 
-def _submission_checks(
+def submission_checks(
     sample: Path, answers: Path, id_column: str | None, problems: list[str]
 ) -> tuple[str, tuple[str, ...], list[str]] | None:
     """The sample's id column and columns, and the answers' columns; checks the ids of both files agree."""
@@ -283,7 +303,7 @@ def _submission_checks(
     return id_col, columns, list(answer_rows[0])
 
 
-def _leaks(public_dir: Path, answers: Path) -> list[str]:
+def public_leaks(public_dir: Path, answers: Path) -> list[str]:
     """A public file identical to the answers, or the answers under public/: the answers would be readable."""
     if not answers.is_file() or not public_dir.is_dir():
         return []
@@ -295,11 +315,13 @@ def _leaks(public_dir: Path, answers: Path) -> list[str]:
     return [f"{p}: is a copy of the hidden answers; remove it from public/" for p in same]
 
 
-def _metric_checks(
+def metric_checks(
     metric: str | None, grade: Path | None, higher_is_better: Any, target: Any, columns: tuple[str, ...] | None,
     answer_columns: list[str] | None, id_col: str | None, problems: list[str], where: Path,
+    target_fix: str = "set task.yaml target to the scored column(s)",
 ) -> tuple[tuple[str, ...], str]:
-    """The target columns and the card's type; every problem of the metric / grader choice."""
+    """The target columns and the card's type; every problem of the metric / grader choice (``target_fix`` says
+    how a wrong target is fixed where the task is declared)."""
     from wmrl.tasks.metrics import METRICS
 
     if metric is not None and grade is not None:
@@ -340,11 +362,11 @@ def _metric_checks(
     needed = 2 if kind == "risk" else 1
     unknown = [t for t in targets if t not in answer_columns]
     if unknown:
-        problems.append(f"target {unknown} not among the answers' columns {answer_columns[:8]}; fix task.yaml target")
+        problems.append(f"target {unknown} not among the answers' columns {answer_columns[:8]}; {target_fix}")
     elif len(targets) != needed:
         what = "time and event" if kind == "risk" else "one column"
-        problems.append(f"metric {metric} scores {what}; the answers give {list(targets)} besides the id: set "
-                        f"task.yaml target to {'[time, event]' if kind == 'risk' else 'the scored column'}")
+        problems.append(f"metric {metric} scores {what}; the answers give {list(targets)} besides the id: "
+                        f"{target_fix}" + (" ([time, event])" if kind == "risk" else ""))
     return targets, _TYPES[kind]
 
 
@@ -397,16 +419,16 @@ def load_folder(path: str | Path) -> TaskSpec:
     elif not sample.is_file():
         problems.append(f"{sample}: missing; write the exact submission format (the ids and a placeholder)")
     answers = root / str(c["answers"])
-    checked = _submission_checks(sample, answers, c["id_column"], problems) if sample.is_file() else None
+    checked = submission_checks(sample, answers, c["id_column"], problems) if sample.is_file() else None
     if not sample.is_file() and not answers.is_file():
         problems.append(f"{answers}: the hidden answers are missing; put them there (never under public/)")
-    problems += _leaks(public, answers)
+    problems += public_leaks(public, answers)
     grade = root / "grade.py"
     grade = grade if grade.is_file() else None
     if grade is not None:
-        problems += _grade_problems(grade, "grade")
+        problems += grade_problems(grade, "grade")
     id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
-    target, task_type = _metric_checks(c["metric"], grade, c["higher_is_better"], c["target"], columns,
+    target, task_type = metric_checks(c["metric"], grade, c["higher_is_better"], c["target"], columns,
                                        answer_columns, id_col, problems, task_file)
     leaderboard = root / "leaderboard.csv"
     leaderboard = leaderboard if leaderboard.is_file() else None
@@ -415,7 +437,7 @@ def load_folder(path: str | Path) -> TaskSpec:
     starter = root / "starter.py"
     starter = starter if starter.is_file() else None
     if leaderboard is not None:
-        problems += _leaderboard_problems(leaderboard)
+        problems += leaderboard_problems(leaderboard)
     elif references is None:
         problems.append(f"{root}: no leaderboard.csv and no references/*.py; a reward is a leaderboard position: add "
                         "leaderboard.csv (a `score` column) or reference solutions and run `wmrl tasks build ID "
@@ -427,106 +449,33 @@ def load_folder(path: str | Path) -> TaskSpec:
     from wmrl.tasks.metrics import METRICS
 
     higher = c["higher_is_better"] if grade is not None else METRICS[c["metric"]].higher_is_better
+    if grade is not None and c["target"] is None:  # what grade.py scores, as the public files say
+        target, task_type = inferred_target(public, id_col, columns, None)
     source = FolderSource(
         kind="folder", root=root, public_dir=public, answers=answers, description=description,
         grade_script=grade, grade_function="grade", leaderboard=leaderboard, references_dir=references,
         starter=starter, id_column=id_col, submission_columns=columns, higher_is_better=bool(higher),
-        grade_timeout_s=float(c["grade_timeout_s"]), private_roots=_private_roots(root, answers),
+        grade_timeout_s=float(c["grade_timeout_s"]), private_roots=hidden_roots(root, answers),
     )
-    return _spec(task_id, c["split"], c["title"] or _title(description, task_id), c["metric"] or "custom",
+    return folder_spec(task_id, c["split"], c["title"] or overview_title(description, task_id), c["metric"] or GRADE_METRIC,
                  task_type, target, source, float(c["time_budget_s"]), int(c["memory_mb"]), bool(c["heavy"]), "folder")
 
 
-def load_competition(
-    competition_dir: str | Path, data_dir: str | Path, split: str = "heldout", time_budget_s: float = 600.0
-) -> TaskSpec:
-    """One MLE-bench competition (``<competitions>/<id>/``) with its prepared data (``<data>/<id>/prepared/``).
+def inferred_target(
+    public: Path, id_column: str, columns: tuple[str, ...], grader_name: str | None
+) -> tuple[tuple[str, ...], str]:
+    """The target column(s) and type of a task that its own ``grade.py`` scores, as its public files say (the
+    card, the prompt's data dictionary and the generic starter use them); ``((), "custom")`` when they do not."""
+    from wmrl.tasks.starter import infer_prediction
 
-    The overview is ``description.md``; the public files are ``prepared/public``; the answers are
-    ``config.yaml``'s ``dataset.answers`` (relative to the data dir); the grader is the competition's own
-    ``grade.py`` (``grader.grade_fn``'s function), or, without one, the built-in metric that ``grader.name``
-    names; the leaderboard is ``leaderboard.csv`` (best first: MLE-bench reads the direction from its order,
-    and so does wmrl for a competition's own grader); position = the share of the leaderboard beaten.
-    MLE-bench has no per-run budget (agents run for hours); ``time_budget_s`` sets one (the paper: 600-1200 s).
-    """
-    import yaml
-
-    root = Path(competition_dir).expanduser().resolve()
-    data = Path(data_dir).expanduser().resolve()
-    problems: list[str] = []
-    config_path = root / "config.yaml"
     try:
-        config = yaml.safe_load(config_path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise TaskFolderError(root, [f"{config_path}: cannot be read ({exc}); an MLE-bench competition has one"]) from None
-    if not isinstance(config, dict):
-        raise TaskFolderError(root, [f"{config_path}: must be a mapping (got {type(config).__name__})"])
-    task_id = str(config.get("id", root.name))
-    if not ID_PATTERN.match(task_id):
-        problems.append(f"{config_path}: id {task_id!r} must be lowercase letters, digits, '_' or '-'")
-    if split not in SPLITS:
-        problems.append(f"split {split!r} must be one of {', '.join(SPLITS)}")
-    dataset = config.get("dataset") or {}
-    grader = config.get("grader") or {}
-    prepared = data / task_id / "prepared"
-    public = prepared / "public"
-    if not public.is_dir() or not (prepared / "private").is_dir():
-        problems.append(f"{prepared}: no prepared/public and prepared/private; prepare the competition first "
-                        f"(`mlebench prepare -c {task_id} --data-dir {data}`, or write them yourself)")
-    if "answers" not in dataset or "sample_submission" not in dataset:
-        problems.append(f"{config_path}: dataset.answers and dataset.sample_submission are required (paths "
-                        "relative to the data dir)")
-    answers = data / str(dataset.get("answers", f"{task_id}/prepared/private/test.csv"))
-    sample = data / str(dataset.get("sample_submission", f"{task_id}/prepared/public/sample_submission.csv"))
-    description = root / "description.md"
-    if not description.is_file():
-        problems.append(f"{description}: missing; the competition's overview")
-    checked = _submission_checks(sample, answers, None, problems) if sample.is_file() else None
-    if not sample.is_file():
-        problems.append(f"{sample}: missing (dataset.sample_submission)")
-    problems += _leaks(public, answers)
-    function = str(grader.get("grade_fn", ":grade")).rpartition(":")[2] or "grade"
-    grade = root / "grade.py"
-    grade = grade if grade.is_file() else None
-    metric = None
-    if grade is not None:
-        problems += _grade_problems(grade, function)
-    else:
-        metric = MLEBENCH_METRICS.get(str(grader.get("name", "")).lower())
-        if metric is None:
-            problems.append(f"{root}: no grade.py, and grader.name {grader.get('name')!r} is none of the metrics wmrl "
-                            f"computes itself ({', '.join(sorted(MLEBENCH_METRICS))}); add the competition's grade.py")
-    leaderboard = root / "leaderboard.csv"
-    if not leaderboard.is_file():
-        problems.append(f"{leaderboard}: missing; MLE-bench competitions ship Kaggle's final leaderboard")
-    else:
-        problems += _leaderboard_problems(leaderboard)
-    id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
-    higher = None
-    if grade is not None and leaderboard.is_file() and not problems:
-        import pandas as pd
-
-        scores = pd.read_csv(leaderboard)["score"].dropna().astype(float)
-        higher = not bool(scores.iloc[0] < scores.iloc[-1])  # MLE-bench's Grader.is_lower_better
-    target, task_type = _metric_checks(metric, grade, higher if grade is not None else None, None, columns,
-                                       answer_columns, id_col, problems, config_path)
-    if problems:
-        raise TaskFolderError(root, problems)
-    from wmrl.tasks.metrics import METRICS
-
-    source = FolderSource(
-        kind="mlebench", root=root, public_dir=public, answers=answers, description=description,
-        grade_script=grade, grade_function=function, leaderboard=leaderboard, references_dir=None, starter=None,
-        id_column=id_col, submission_columns=columns,
-        higher_is_better=bool(higher if grade is not None else METRICS[metric].higher_is_better),
-        grade_timeout_s=120.0, private_roots=_private_roots(root, answers, data / task_id),
-    )
-    title = str(config.get("name") or _title(description, task_id))
-    return _spec(task_id, split, title, metric or "custom", task_type, target, source, float(time_budget_s), 4096,
-                 False, "mle-bench")
+        prediction = infer_prediction(public, id_column, columns, grader_name=grader_name)
+    except (OSError, ValueError, KeyError):  # an unreadable train.csv: the task still grades, the card stays plain
+        return (), "custom"
+    return prediction.targets, prediction.task_type
 
 
-def _spec(task_id, split, title, metric, task_type, target, source, budget, memory, heavy, package) -> TaskSpec:
+def folder_spec(task_id, split, title, metric, task_type, target, source, budget, memory, heavy, package) -> TaskSpec:
     return TaskSpec(
         id=task_id, split=split, package=package, loader=str(source.root), version="", type=task_type,
         target=tuple(target), metric=metric, title=title, goal="", load=_no_loader, time_budget_s=budget,
@@ -534,7 +483,7 @@ def _spec(task_id, split, title, metric, task_type, target, source, budget, memo
     )
 
 
-def _private_roots(root: Path, answers: Path, *more: Path) -> tuple[Path, ...]:
+def hidden_roots(root: Path, answers: Path, *more: Path) -> tuple[Path, ...]:
     """The folder, the answers' folder when it lies elsewhere (``answers: ../hidden/answers.csv``), and ``more``."""
     roots = [root, *more]
     if not any(r == answers.parent or r in answers.parents for r in roots):
@@ -546,7 +495,7 @@ def _no_loader():
     raise TypeError("a folder task's data are its files, not a loader (wmrl.tasks.folder)")
 
 
-def _title(description: Path, fallback: str) -> str:
+def overview_title(description: Path, fallback: str) -> str:
     if description.is_file():
         for line in description.read_text().splitlines():
             if line.startswith("# "):
@@ -597,8 +546,9 @@ def _public_listing(source: FolderSource) -> str:
     return ", ".join(shown) + more
 
 
-def describe_folder(spec: TaskSpec, train, starter: str | None, labels: list[str] | None) -> str:
-    """The prompt of a folder task: its overview, public files, data dictionary, submission, metric, budget."""
+def describe_folder(spec: TaskSpec, train, starter: str, labels: list[str] | None, generic: bool) -> str:
+    """The prompt of a folder task: its overview, public files, data dictionary, submission, metric, budget and
+    starter (its own ``starter.py``, or the generic one: ``generic``)."""
     from wmrl.tasks.build import _data_dictionary, _prediction_text, _target_summary
     from wmrl.tasks.metrics import METRICS
 
@@ -607,23 +557,25 @@ def describe_folder(spec: TaskSpec, train, starter: str | None, labels: list[str
     columns = ", ".join(f"`{c}`" for c in source.submission_columns)
     with source.public_dir.joinpath("sample_submission.csv").open("rb") as f:
         rows = max(0, sum(1 for _ in f) - 1)
-    if spec.metric in METRICS:
+    if source.grade_script is None:
         metric = METRICS[spec.metric]
         prediction = _prediction_text(spec, metric.prediction, labels)
         submission_what = f" `{source.submission_columns[1]}`: {prediction}"
         metric_text = f"`{metric.name}` on the hidden test answers ({better} is better): {metric.description}."
     else:
-        submission_what = ""
-        metric_text = f"the task's own grader scores it against the hidden test answers ({better} is better)."
+        named = f" (`{source.grader_name}`)" if source.grader_name else ""
+        submission_what = (f" The target in `train.csv`: {', '.join(f'`{t}`' for t in spec.target)}."
+                           if spec.target else "")
+        metric_text = f"the task's own grader{named} scores it against the hidden test answers ({better} is better)."
     dictionary = ""
     if train is not None:
         dictionary = f"\n{_data_dictionary(train, spec)}\n"
         if spec.target and all(t in train.columns for t in spec.target):
             dictionary += f"\n{_target_summary(train, spec)}\n"
-    if starter:
-        starter_text = f"A working baseline (it writes a valid submission). Improve on it.\n\n```python\n{starter.strip()}\n```\n"
-    else:
-        starter_text = "None is given: write the whole script.\n"
+    what = ("A generic baseline, written from the public files (it writes a valid submission). Improve on it: a "
+            "better model, features, validation." if generic else
+            "A working baseline (it writes a valid submission). Improve on it.")
+    starter_text = f"{what}\n\n```python\n{starter.strip()}\n```\n"
     return f"""# {spec.title}
 
 {_overview(source)}
@@ -641,7 +593,8 @@ You may print your own validation estimate as a line `VALIDATION_SCORE=<float>`;
 
 ## Budget
 One CPU thread, {spec.memory_mb} MB of memory, {spec.time_budget_s:.0f} s of wall-clock. No network. Only the
-files in `public/` are available.
+files in `public/` are available. These are the limits of this environment: where the overview above states
+others (hours, GPUs, internet access), these hold.
 
 ## Starter solution
 {starter_text}"""
@@ -668,7 +621,9 @@ def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
         if values is None:
             values = pd.read_csv(source.answers)[spec.target[0]]
         labels = sorted(set(label_texts(values.dropna())))
-    starter = source.starter.read_text() if source.starter is not None else None
+    generic = source.starter is None
+    starter = source.starter.read_text() if not generic else generic_starter(
+        source.public_dir, source.id_column, folder_prediction(spec))
     card = {
         "id": spec.id, "split": spec.split, "source": {"kind": source.kind, "root": str(source.root)},
         "type": spec.type, "target": list(spec.target), "metric": spec.metric,
@@ -676,13 +631,28 @@ def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
         "memory_mb": spec.memory_mb, "heavy": spec.heavy, "id_column": source.id_column,
         "submission_columns": list(source.submission_columns), "columns": columns, "labels": labels,
         "grader": str(source.grade_script) if source.grade_script is not None else f"built-in {spec.metric}",
+        "starter": f"generic ({GENERIC_STARTER})" if generic else str(source.starter),
     }
     with atomic_dir(root, spec.id) as tmp:
         (tmp / "task.json").write_text(json.dumps(card, indent=2) + "\n")
-        (tmp / "description.md").write_text(describe_folder(spec, train, starter, labels))
+        (tmp / "description.md").write_text(describe_folder(spec, train, starter, labels, generic))
+        if generic:
+            (tmp / GENERIC_STARTER).write_text(starter)
         manifest = {"build_version": BUILD_VERSION, "data_sha256": data, "fingerprint": source.fingerprint()}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return data
+
+
+def folder_prediction(spec: TaskSpec):
+    """What a folder task's submission predicts (:func:`wmrl.tasks.starter.infer_prediction`): a built-in metric's
+    kind and target, else what the public files and the grader's name say."""
+    from wmrl.tasks.metrics import METRICS
+    from wmrl.tasks.starter import infer_prediction
+
+    source = spec.folder
+    kind = METRICS[spec.metric].prediction if source.grade_script is None else None
+    return infer_prediction(source.public_dir, source.id_column, source.submission_columns, kind, spec.target,
+                            source.grader_name)
 
 
 def verify_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
@@ -695,6 +665,8 @@ def verify_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
         raise StaleTaskCache(f"no readable manifest ({exc})") from None
     if not (root / "task.json").is_file() or not (root / "description.md").is_file():
         raise StaleTaskCache("its card is incomplete")
+    if spec.folder.starter is None and not (root / GENERIC_STARTER).is_file():
+        raise StaleTaskCache(f"its {GENERIC_STARTER} is missing")
     if manifest.get("build_version") != BUILD_VERSION:
         raise StaleTaskCache(f"it was built by another wmrl version (build {manifest.get('build_version')})")
     if manifest.get("fingerprint") != spec.folder.fingerprint():

@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from wmrl.tasks.folder import TaskFolderError, is_competition, is_task_folder, load_competition, load_folder
+from wmrl.tasks.folder import TaskFolderError, is_competition, is_task_folder, load_folder
+from wmrl.tasks.mlebench import DEFAULT_BUDGET_S, load_competition
 from wmrl.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)
@@ -63,9 +64,10 @@ def normalise(source: Source) -> Source:
 
 def _stamp(source: Source) -> tuple:
     root = Path(source if isinstance(source, str) else source["mlebench"])
-    paths = [root, root / "task.yaml", root / "config.yaml"]
+    names = ("task.yaml", "config.yaml", "starter.py")  # a starter.py added or removed changes the spec
+    paths = [root, *(root / name for name in names)]
     if root.is_dir():
-        paths += [p / name for p in root.iterdir() if p.is_dir() for name in ("task.yaml", "config.yaml")]
+        paths += [p / name for p in root.iterdir() if p.is_dir() for name in names]
     return tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in paths)
 
 
@@ -94,7 +96,7 @@ def load_source(source: Source) -> list[TaskSpec]:
             raise TaskFolderError(root, [f"{root}: no MLE-bench competition (a folder with config.yaml) here"])
 
         def load(path: Path) -> TaskSpec:
-            return load_competition(path, source["data"], source["split"], source.get("time_budget_s", 600.0))
+            return load_competition(path, source["data"], source["split"], source.get("time_budget_s", DEFAULT_BUDGET_S))
     specs, problems = [], []
     for folder in folders:
         try:

@@ -1,0 +1,315 @@
+"""A generic starter for a task that ships none, written from its public files alone.
+
+A small policy needs a foothold: a working script in the prompt that it continues (with only an opened code
+block, SmolLM2-135M filled its tokens with unrelated code and wrote 0 valid submissions of 40 on five
+MLE-bench-layout competitions). A task folder or competition may ship its own ``starter.py``; when it does not,
+:func:`generic_starter` writes one from what a solution would see:
+
+- the id column and the prediction columns from ``sample_submission.csv``;
+- the target: the task's target when its metric is built in, else the prediction column(s) found in
+  ``train.csv``, else the one column of ``train.csv`` that ``test.csv`` lacks; per-class probability columns
+  (``id,class_a,class_b,...``) when a ``train.csv`` column holds exactly those classes;
+- the target's kind (:func:`infer_prediction`): the built-in metric's; else the grader's name (MLE-bench's
+  ``grader.name``: ``auc-roc`` is a probability, ``accuracy`` a label, ``root-mean-squared-error`` a value), else
+  the target's values and the sample's placeholder;
+- a default model: scikit-learn's logistic regression (labels, probabilities) or ridge regression (values), over
+  the numeric columns (median-imputed, scaled) and the categorical ones with at most :data:`MAX_CATEGORIES`
+  distinct values (one-hot), the same shape as the built-in tasks' linear baseline, so the ``starter_head``
+  prefill (everything before ``model = ...``) works unchanged.
+
+When none of this applies (no ``train.csv`` or ``test.csv``, no target found, a format it cannot fill) the starter
+copies the sample submission, and says why in its first line. ``wmrl tasks check`` runs it like any reference.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+MAX_CATEGORIES = 30  # a categorical column with more distinct values is left out (names, free text, ids)
+ROWS_READ = 200_000  # rows of train.csv read to choose columns and the kind
+#: MLE-bench grader names (``config.yaml`` ``grader.name``) -> the kind of prediction they score, by substring
+NAME_HINTS = (("auc", "probability"), ("roc", "probability"), ("log-loss", "probability"),
+              ("logloss", "probability"), ("log_loss", "probability"), ("brier", "probability"),
+              ("accuracy", "label"), ("f1", "label"), ("kappa", "label"), ("precision", "label"),
+              ("recall", "label"), ("error", "real"), ("rmse", "real"), ("mae", "real"), ("squared", "real"),
+              ("absolute", "real"), ("r2", "real"), ("deviance", "positive"))
+#: the type a card shows for each kind
+TASK_TYPES = {"label": "multiclass", "probability": "binary", "class_probabilities": "multiclass",
+              "real": "regression", "positive": "count", "risk": "survival", "copy": "custom"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What a task's submission predicts, as its public files say.
+
+    Attributes:
+        kind: ``label``, ``probability`` (of the positive class), ``class_probabilities`` (one column per class),
+            ``real``, ``positive`` (a count's expected value), ``risk`` (survival), or ``copy`` (nothing to fit).
+        targets: the ``train.csv`` column(s) a model learns.
+        columns: the submission's prediction columns (``sample_submission.csv`` less its id column).
+        task_type: the card's type (``binary`` when a label has two classes).
+        reason: why ``copy`` (empty otherwise).
+    """
+
+    kind: str
+    targets: tuple[str, ...]
+    columns: tuple[str, ...]
+    task_type: str
+    reason: str = ""
+
+
+def _copy(columns: tuple[str, ...], reason: str) -> Prediction:
+    return Prediction("copy", (), columns, "custom", reason)
+
+
+def _kind_from_name(name: str | None) -> str | None:
+    """The kind an MLE-bench grader name implies (``None``: it says nothing).
+
+    >>> _kind_from_name("auc-roc"), _kind_from_name("macro-f1-score"), _kind_from_name("jaccard")
+    ('probability', 'label', None)
+    """
+    text = (name or "").lower()
+    return next((kind for hint, kind in NAME_HINTS if hint in text), None)
+
+
+def infer_prediction(
+    public_dir: Path, id_column: str, submission_columns: tuple[str, ...], metric_kind: str | None = None,
+    targets: tuple[str, ...] = (), grader_name: str | None = None,
+) -> Prediction:
+    """What the task predicts (module docstring). ``metric_kind`` is a built-in metric's prediction kind and
+    ``targets`` the task's targets when it has one; ``grader_name`` is the name of its own grader (a hint)."""
+    import pandas as pd
+
+    columns = tuple(c for c in submission_columns if c != id_column)
+    train_path, test_path = public_dir / "train.csv", public_dir / "test.csv"
+    if not train_path.is_file() or not test_path.is_file():
+        return _copy(columns, "the public files hold no train.csv and test.csv to learn from")
+    train = pd.read_csv(train_path, nrows=ROWS_READ)
+    test_columns = list(pd.read_csv(test_path, nrows=0).columns)
+    candidates = [c for c in train.columns if c not in test_columns and c != id_column]
+    if targets and all(t in train.columns for t in targets):
+        chosen = tuple(targets)
+    elif columns and all(c in train.columns for c in columns):
+        chosen = columns
+    elif len(columns) >= 2 and (classes := _class_column(train, candidates, columns)) is not None:
+        return Prediction("class_probabilities", (classes,), columns, "multiclass")
+    elif len(candidates) == 1 and len(columns) == 1:
+        chosen = (candidates[0],)
+    else:
+        return _copy(columns, f"no column of train.csv is the target of {list(columns)[:4]}")
+    if metric_kind is not None:
+        kind = metric_kind
+    elif len(chosen) > 1:
+        numeric = all(pd.api.types.is_numeric_dtype(train[c]) for c in chosen)
+        if not numeric:
+            return _copy(columns, f"several non-numeric targets {list(chosen)[:4]}")
+        kind = "real"
+    else:
+        kind = _single_kind(train[chosen[0]], grader_name, _placeholder(public_dir, columns))
+    if kind == "risk" and len(chosen) != 2:
+        return _copy(columns, "a survival target needs [time, event] columns in train.csv")
+    if kind in ("label", "probability") and train[chosen[0]].nunique() < 2:
+        return _copy(columns, f"the target {chosen[0]!r} has one value in train.csv")
+    task_type = TASK_TYPES[kind]
+    if kind == "label" and train[chosen[0]].nunique() == 2:
+        task_type = "binary"
+    return Prediction(kind, chosen, columns, task_type)
+
+
+def _class_column(train, candidates: list[str], columns: tuple[str, ...]) -> str | None:
+    """The candidate column whose values are exactly the submission's class columns."""
+    wanted = set(columns)
+    for c in candidates:
+        values = set(train[c].dropna().astype(str).unique()[: len(wanted) + 1])
+        if values == wanted:
+            return c
+    return None
+
+
+def _placeholder(public_dir: Path, columns: tuple[str, ...]):
+    import pandas as pd
+
+    if len(columns) != 1:
+        return None
+    values = pd.read_csv(public_dir / "sample_submission.csv", nrows=100)[columns[0]]
+    return values.iloc[0] if len(values) else None
+
+
+def _single_kind(y, grader_name: str | None, placeholder) -> str:
+    """The kind of one target column: the grader's name first, then its values and the sample's placeholder.
+
+    >>> import pandas as pd
+    >>> _single_kind(pd.Series([0, 1, 1]), None, 0.5), _single_kind(pd.Series(["a", "b"]), None, "a")
+    ('probability', 'label')
+    >>> _single_kind(pd.Series([0, 1, 1]), "accuracy", 0), _single_kind(pd.Series([1.5, 2.25, 3.0]), None, 0.0)
+    ('label', 'real')
+    """
+    import pandas as pd
+
+    hinted = _kind_from_name(grader_name)
+    values = y.dropna()
+    binary = set(values.unique()) <= {0, 1} and values.nunique() == 2
+    if hinted == "probability":
+        return "probability" if binary else "label" if not pd.api.types.is_numeric_dtype(values) else "real"
+    if hinted is not None:
+        if hinted == "label" and pd.api.types.is_float_dtype(values) and values.nunique() > 50:
+            return "real"
+        return hinted
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return "label"
+    if binary:
+        fraction = isinstance(placeholder, float) and 0 < placeholder < 1 and placeholder not in (0.0, 1.0)
+        return "probability" if fraction else "label"
+    integers = bool((values == values.round()).all())
+    return "label" if integers and values.nunique() <= 20 else "real"
+
+
+# -- the script --------------------------------------------------------------------------------------------------
+_FIT = Template("""\
+import numpy as np
+import pandas as pd
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import $estimator
+$score_import
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+# A generic baseline that wmrl wrote from the public files (the task ships no starter.py).
+train = pd.read_csv("public/train.csv")
+test = pd.read_csv("public/test.csv")
+sample = pd.read_csv("public/sample_submission.csv")
+target = $target$dropna
+numeric = $numeric
+categorical = $categorical$dropped
+
+
+def features(frame):
+    return frame[numeric + categorical].astype({c: str for c in categorical})
+
+
+def predict(frame):
+    return $predict
+
+
+def write_submission(values):
+$write
+
+
+fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
+preprocess = ColumnTransformer([
+    ("numeric", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numeric),
+    ("categorical", OneHotEncoder(handle_unknown="ignore"), categorical),
+])
+model = make_pipeline(preprocess, $model)
+model.fit(features(fit), fit[target])
+print(f"VALIDATION_SCORE={$score:.6f}")
+model.fit(features(train), train[target])
+write_submission(predict(test))
+""")
+
+_COPY = """\
+import shutil
+
+# A generic baseline that wmrl wrote from the public files (the task ships no starter.py): {reason}, so it submits
+# the sample submission as it is. Replace it with a model.
+shutil.copy("public/sample_submission.csv", "submission.csv")
+"""
+
+_PREDICT = {
+    "label": "model.predict(features(frame))",
+    "probability": "model.predict_proba(features(frame))[:, 1]",
+    "class_probabilities": "model.predict_proba(features(frame))",
+    "real": "model.predict(features(frame))",
+    "positive": "np.maximum(model.predict(features(frame)), 1e-3)",
+    "risk": "-model.predict(features(frame))",
+}
+_SCORES = {  # the validation estimate a kind gets (the task's own metric is named in the prompt)
+    "label": ("from sklearn.metrics import accuracy_score", "accuracy_score(val[target], predict(val))"),
+    "probability": ("from sklearn.metrics import roc_auc_score", "roc_auc_score(val[target], predict(val))"),
+    "class_probabilities": ("from sklearn.metrics import log_loss",
+                            "log_loss(val[target], predict(val), labels=model.classes_)"),
+    "real": ("from sklearn.metrics import root_mean_squared_error",
+             "root_mean_squared_error(val[target], predict(val))"),
+    "positive": ("from sklearn.metrics import mean_poisson_deviance",
+                 "mean_poisson_deviance(val[target], predict(val))"),
+    "risk": ("from sklearn.metrics import root_mean_squared_error",
+             "root_mean_squared_error(val[target], -predict(val))"),
+}
+
+
+def generic_starter(public_dir: Path, id_column: str, prediction: Prediction) -> str:
+    """The starter script for ``prediction`` (module docstring); always one that writes a submission."""
+    import pandas as pd
+
+    if prediction.kind == "copy":
+        return _COPY.format(reason=prediction.reason)
+    train = pd.read_csv(public_dir / "train.csv", nrows=ROWS_READ)
+    test = pd.read_csv(public_dir / "test.csv", nrows=ROWS_READ)
+    sample_ids = pd.read_csv(public_dir / "sample_submission.csv", usecols=[id_column])[id_column]
+    shared = [c for c in test.columns if c in train.columns and c != id_column and c not in prediction.targets]
+    numeric = [c for c in shared if pd.api.types.is_numeric_dtype(train[c]) and not pd.api.types.is_bool_dtype(train[c])]
+    categorical = [c for c in shared if c not in numeric and train[c].nunique() <= MAX_CATEGORIES]
+    dropped = [c for c in shared if c not in numeric and c not in categorical]
+    if not numeric and not categorical:
+        return _COPY.format(reason="train.csv and test.csv share no usable feature column")
+    if id_column not in test.columns and len(test) != len(sample_ids):
+        return _COPY.format(reason=f"test.csv has no {id_column!r} column and not one row per submission row")
+    kind = prediction.kind
+    target = prediction.targets[0] if len(prediction.targets) == 1 else list(prediction.targets)
+    if kind == "risk":
+        target = prediction.targets[0]  # the time; the event only censors it
+    classify = kind in ("label", "probability", "class_probabilities")
+    counts = train[target].value_counts() if classify else None
+    score_import, score = _SCORES[kind]
+    return _FIT.substitute(
+        estimator="LogisticRegression" if classify else "Ridge",
+        score_import=score_import,
+        dropna=f"\ntrain = train.dropna(subset={list(prediction.targets)!r})"
+        if train[list(prediction.targets)].isna().any().any() else "",
+        target=json.dumps(target),
+        numeric=_listed(numeric),
+        categorical=_listed(categorical),
+        dropped=f"  # left out, too many distinct values: {', '.join(dropped[:8])}" if dropped else "",
+        predict=_PREDICT[kind],
+        write=_write(id_column, prediction, id_column in test.columns),
+        stratify=", stratify=train[target]" if classify and counts is not None and counts.min() >= 2 else "",
+        model="LogisticRegression(max_iter=1000)" if classify else "Ridge(alpha=1.0)",
+        score=score,
+    )
+
+
+def _listed(names: list[str]) -> str:
+    """A Python list literal, wrapped to stay readable in a prompt."""
+    text = json.dumps(names)
+    if len(text) <= 100:
+        return text
+    lines, line = [], "["
+    for name in names:
+        item = json.dumps(name) + ", "
+        if len(line) + len(item) > 100:
+            lines.append(line.rstrip())
+            line = "    "
+        line += item
+    return "\n".join([*lines, line.rstrip(", ") + "]"])
+
+
+def _write(id_column: str, prediction: Prediction, test_has_ids: bool) -> str:
+    """The body of ``write_submission``: the sample's rows, in its order, with the predictions by id."""
+    key = json.dumps(id_column)
+    ids = f"test[{key}]" if test_has_ids else f"sample[{key}]"
+    if prediction.kind == "class_probabilities":
+        build = (f"    predictions = pd.DataFrame(values, columns=[str(c) for c in model.classes_])\n"
+                 f"    predictions.insert(0, {key}, {ids}.to_numpy())\n")
+    elif len(prediction.columns) > 1:
+        build = (f"    predictions = pd.DataFrame(values, columns={json.dumps(list(prediction.columns))})\n"
+                 f"    predictions.insert(0, {key}, {ids}.to_numpy())\n")
+    else:
+        build = f"    predictions = pd.DataFrame({{{key}: {ids}, {json.dumps(prediction.columns[0])}: values}})\n"
+    columns = json.dumps([id_column, *prediction.columns])
+    return (build + f"    sample[[{key}]].merge(predictions[{columns}], on={key}, how=\"left\")"
+            f".to_csv(\"submission.csv\", index=False)")
