@@ -34,7 +34,8 @@ def tiny_model_dir(tmp_path):
 def test_a_log_file_gets_a_line_per_step_while_the_run_runs(tmp_path, tiny_model_dir):
     log = tmp_path / "log.txt"
     command = (f"{WMRL} fit -c {ROOT}/configs/autoresearch/quickstart.yaml -c {ROOT}/configs/debug/fast.yaml "
-               f"--model.init_args.model {tiny_model_dir} --trainer.max_steps 3 --data.init_args.steps_per_epoch 3 "
+               f"--model.init_args.model {tiny_model_dir} --model.init_args.max_new_tokens 24 "
+               f"--trainer.max_steps 3 --data.init_args.steps_per_epoch 3 "
                f"--trainer.default_root_dir {tmp_path}/run > {log}")
     process = subprocess.Popen(["bash", "-c", command], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     seen: dict[str, bool] = {}  # line -> whether the process was still running when the line was first read
@@ -53,7 +54,7 @@ def test_a_log_file_gets_a_line_per_step_while_the_run_runs(tmp_path, tiny_model
     assert [STEP.match(line).group(1) for line in steps] == ["1", "2", "3"], lines
     # each step's line was in the file while the process still ran (written as the step ended, not at exit)
     assert seen[steps[0]] and seen[steps[1]], seen
-    evaluations = [line for line in lines if line.startswith("held-out ")]
+    evaluations = [line for line in lines if re.match(r"held-out (start|step \d+): ", line)]
     assert evaluations[0].startswith("held-out start: score ") and evaluations[-1].startswith("held-out step 3: ")
     assert lines.index(evaluations[0]) < lines.index(steps[0]) < lines.index(evaluations[-1])
     assert "held-out evaluation (real execution):" in lines  # the end-of-fit report follows, as on a terminal

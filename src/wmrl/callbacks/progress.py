@@ -117,13 +117,14 @@ def step_line(step: int, max_steps: int | None, metrics: dict[str, Any], seconds
 def evaluation_line(when: str, summary: Any) -> str:
     """A held-out evaluation in one line.
 
-    >>> evaluation_line("start", {"score": 0.455, "valid_rate": 0.667})
-    'held-out start: score 0.455  valid rate 0.667'
+    >>> evaluation_line("start", {"valid_rate": 0.667, "best_of_k": 0.831, "score": 0.455})
+    'held-out start: score 0.455  valid rate 0.667  best-of-k 0.831'
     >>> evaluation_line("step 3", 0.75)
     'held-out step 3: 0.750'
     """
     if isinstance(summary, dict):
-        text = "  ".join(f"{LABELS.get(name, name.replace('_', ' '))} {float(value):.3f}" for name, value in summary.items())
+        names = sorted(summary, key=lambda name: name != "score")  # the headline first, the rest as given
+        text = "  ".join(f"{LABELS.get(name, name.replace('_', ' '))} {float(summary[name]):.3f}" for name in names)
     else:
         text = f"{float(summary):.3f}"
     return f"held-out {when}: {text}"
