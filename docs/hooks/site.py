@@ -39,7 +39,8 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     for marker, generate in (("<!-- cli-help -->", cli_help), ("<!-- shipped-configs -->", shipped_configs)):
         line = re.compile(rf"^{re.escape(marker)}$", re.M)  # a marker on a line of its own, not one quoted in text
         if line.search(markdown):
-            markdown = line.sub(lambda _: generate(), markdown)
+            text = generate()
+            markdown = line.sub(lambda _, text=text: text, markdown)
     return repository_links(markdown, page.file, files)
 
 
