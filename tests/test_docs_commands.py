@@ -16,7 +16,7 @@ from docs_blocks import ROOT, docs_block, docs_file
 BIN = Path(sys.executable).parent
 
 
-def run_block(text: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_block(text: str, cwd: Path, timeout: float = 3600) -> subprocess.CompletedProcess:
     """``text`` as a bash script (``set -euo pipefail``), with this environment's scripts first on PATH."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=cwd, env=env, capture_output=True,
