@@ -11,7 +11,7 @@
 #
 # Why the install is two steps: vllm==0.32.0 pins transformers < 5.20 (wmrl's core allows 5.19-5.24, with 5.24.0
 # in constraints.txt for CPU installs); vllm goes in first (with its CUDA torch 2.13.0 and its transformers), then
-# wmrl without dependencies and its other dependencies, so nothing replaces vllm's pins (DESIGN.md section 5:
+# wmrl without dependencies and its other dependencies, so nothing replaces vllm's pins (docs/findings.md:
 # 5.19.0 passes the SmolLM2 + LoRA check).
 set -euo pipefail
 

@@ -26,7 +26,7 @@ tables are regenerated.
     python benchmarks/speedup.py --preset cpu-quick --reuse       # finished arms are read, not rerun
 
 Presets. ``cpu-quick``: SmolLM2-135M with LoRA, 2 steps of 4 groups x 2 rollouts, the *heavy execution tier*
-(DESIGN.md section 7): the two heavy multiclass training tasks with the ``heavy_boosting`` starter (a 1000-round
+(docs/findings.md): the two heavy multiclass training tasks with the ``heavy_boosting`` starter (a 1000-round
 gradient-boosting run instead of the linear model; policy-written variants ran 5-65 s each, two at a time), so
 that execution weighs what it does in AutoResearch work; the learned world model (``LearnedWorldModel``, learning
 from this run's anchors only: no warm start, so no execution is free), execution cache off, 3 held-out samples per

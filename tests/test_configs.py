@@ -239,7 +239,7 @@ def test_every_run_gets_the_loggers_the_progress_bar_and_a_checkpoint_once(tmp_p
     from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from wmrl.callbacks.progress import StepProgressBar
+    from wmrl.callbacks.progress import PlainProgress
 
     monkeypatch.chdir(tmp_path)
     quickstart = ["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
@@ -247,7 +247,7 @@ def test_every_run_gets_the_loggers_the_progress_bar_and_a_checkpoint_once(tmp_p
     cli = lightning_cli([*quickstart, f"--trainer.default_root_dir={tmp_path}"], run=False)
     bars = [c for c in cli.trainer.callbacks if isinstance(c, ProgressBar)]
     checkpoints = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
-    assert len(bars) == 1 and isinstance(bars[0], StepProgressBar)
+    assert len(bars) == 1 and isinstance(bars[0], PlainProgress)  # pytest's stdout is no terminal: lines, not a bar
     assert len(checkpoints) == 1 and checkpoints[0]._every_n_train_steps == 1 and checkpoints[0].save_last
     assert checkpoints[0].dirpath == f"{tmp_path}/checkpoints"
     assert [type(lg) for lg in cli.trainer.loggers] == [TensorBoardLogger, CSVLogger]

@@ -1,4 +1,4 @@
-"""The docstring examples of every wmrl module run and hold (STYLE.md: pure functions carry a doctest)."""
+"""The docstring examples of every wmrl module run and hold (docs/design.md: pure functions carry examples that run)."""
 
 from __future__ import annotations
 

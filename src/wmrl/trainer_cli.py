@@ -203,17 +203,18 @@ def default_loggers(root: str) -> list:
 
 
 def default_callbacks(listed: list, root: str, checkpointing: bool = True, progress_bar: bool = True) -> list:
-    """The progress bar and the checkpoint a config did not list itself: a :class:`StepProgressBar`, and a
+    """The progress bar and the checkpoint a config did not list itself: a :class:`StepProgressBar` on a terminal
+    (:class:`PlainProgress`, a line per step and evaluation, when stdout is not one), and a
     ``ModelCheckpoint`` of every step (``<root>/checkpoints``, ``last.ckpt`` kept: a run resumes where it stopped).
     A config that lists its own (another frequency), or sets ``enable_checkpointing`` / ``enable_progress_bar``
     false, gets none."""
     from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 
-    from wmrl.callbacks.progress import StepProgressBar
+    from wmrl.callbacks.progress import PlainProgress, StepProgressBar
 
     out: list = []
     if progress_bar and not any(isinstance(c, ProgressBar) for c in listed):
-        out.append(StepProgressBar())
+        out.append(StepProgressBar() if sys.stdout.isatty() else PlainProgress())
     if checkpointing and not any(isinstance(c, ModelCheckpoint) for c in listed):
         out.append(ModelCheckpoint(dirpath=os.path.join(root, "checkpoints"), save_last=True, every_n_train_steps=1))
     return out

@@ -1,7 +1,7 @@
 """Typed records that flow through wmrl, and the contracts of its plug-ins (stdlib and torch only).
 
 An :class:`Outcome` is what an environment (the real sandbox or a world model) says about one executed turn. Its
-``reward`` follows the ladder of DESIGN.md section 1; ``None`` means *missing* (an infrastructure failure),
+``reward`` follows the ladder of docs/concepts.md; ``None`` means *missing* (an infrastructure failure),
 which is excluded from its group and never counted as 0.
 
 The contracts (at the end): an :class:`Environment` answers :class:`StepRequest` s with outcomes; a world model is
@@ -138,7 +138,7 @@ class Turn:
 class Trajectory:
     """All turns of one rollout of one task.
 
-    ``reward`` is the maximum turn reward (DESIGN.md section 1); ``None`` (missing) when any turn's outcome is
+    ``reward`` is the maximum turn reward (docs/concepts.md); ``None`` (missing) when any turn's outcome is
     missing: the rollout then stops and is excluded from its group, never scored 0.
     """
 

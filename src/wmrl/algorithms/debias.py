@@ -1,6 +1,6 @@
 """Online Debiasing, the pure part: a monotone map from world-model rewards to real rewards.
 
-The map is fitted on anchor pairs ``(r_wm, r_real)`` (DESIGN.md section 1, step 5): 10 equal-width bins on
+The map is fitted on anchor pairs ``(r_wm, r_real)`` (docs/concepts.md, Online Debiasing): 10 equal-width bins on
 [0, 1]; per populated bin the mean ``r_wm``, the mean ``r_real`` and the count; an isotonic (monotone
 non-decreasing) fit of the bin means weighted by the counts (``sklearn.isotonic.IsotonicRegression``, pool
 adjacent violators); applied by linear interpolation between the bin knots with flat extrapolation.

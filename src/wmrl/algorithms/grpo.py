@@ -1,4 +1,4 @@
-"""GRPO math (DESIGN.md section 1, point 7) as small pure functions: advantages, log-probs, losses.
+"""GRPO math (docs/concepts.md, GRPO advantages) as small pure functions: advantages, log-probs, losses.
 
 Shapes: ``N`` trajectories (``groups x group_size``), ``L`` padded sequence length, ``V`` vocabulary.
 Masks may be ``bool`` or 0/1 floats. Nothing here holds state or imports anything beyond torch.
@@ -9,7 +9,7 @@ How this differs from the papers it follows:
   ``GRPOTrainer`` and verl's ``compute_grpo_outcome_advantage`` do (both call ``torch.std``, unbiased by
   default); the WMRL paper only writes ``(r - mean) / (std + 1e-4)``. With 8 rollouts per group the two
   estimators differ by a constant factor sqrt(8/7) that the learning rate absorbs.
-- Ungraded rollouts (infrastructure failures, DESIGN.md point 3) are *excluded* from their group's
+- Ungraded rollouts (infrastructure failures: docs/concepts.md) are *excluded* from their group's
   statistics, never scored 0; groups with fewer than 2 graded rollouts are skipped.
 - ``dr_grpo`` here only changes the loss aggregation (constant normaliser, Liu et al. 2025). The Dr. GRPO
   paper also drops the division by the group std; we keep it because the WMRL method specifies it.
@@ -182,7 +182,7 @@ def token_logprobs(
     Args:
         logits: ``[N, L, V]`` raw logits (any float dtype).
         input_ids: ``[N, L]`` token ids.
-        temperature: sampling temperature the logits are divided by (1.0 in training, DESIGN.md).
+        temperature: sampling temperature the logits are divided by (1.0 in training, the paper's).
         chunk_size: token positions per chunk; ``None`` processes everything at once.
 
     Returns:

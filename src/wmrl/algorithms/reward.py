@@ -1,4 +1,4 @@
-"""The reward ladder (DESIGN.md section 1), the same for real and predicted outcomes."""
+"""The reward ladder (docs/concepts.md), the same for real and predicted outcomes."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ SNAPSHOT_PAIRS = 1000  # most recent raw pairs kept per snapshot (the bins summa
 
 
 class OnlineDebiasing(RLCallback):
-    """The isotonic calibration of world-model rewards (DESIGN.md section 1, step 5).
+    """The isotonic calibration of world-model rewards (docs/concepts.md, Online Debiasing).
 
     Args:
         min_pairs: identity map until this many anchor pairs exist (paper 200).

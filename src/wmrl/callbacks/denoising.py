@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 
 class InverseVarianceDenoising(RLCallback):
-    """The anchor-advantage weight (DESIGN.md section 1, step 6).
+    """The anchor-advantage weight (docs/concepts.md, Inverse-Variance Denoising).
 
     Args:
         half_life: EWMA half-life in observations (paper 64).

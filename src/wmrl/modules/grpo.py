@@ -90,7 +90,7 @@ class GRPOModule(RLModule):
         eval_at_start: evaluate the held-out tasks before the first step (the starting policy's score).
         prefill: how each assistant turn starts (``none`` | ``fence`` | ``starter_head``, see
             :class:`~wmrl.rollout.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
-            needs to write valid submissions at all (DESIGN.md section 7).
+            needs to write valid submissions at all (docs/findings.md).
         share_prefix: in the update, put rows with the same prompt (a group, or groups of one task) in the same
             micro-batches (:func:`wmrl.models.kv.prompt_micro_batches`), run that prompt once and repeat its KV
             cache per row (:func:`wmrl.models.kv.causal_lm_logits`; same loss and gradients, ~2.5x fewer tokens

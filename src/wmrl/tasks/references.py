@@ -299,7 +299,7 @@ def _tabular_script(
 
 #: The heavy execution tier's starter (``SandboxEnvironment(starter_solution="heavy_boosting")``): the linear
 #: baseline's script with a long gradient-boosting run instead of the linear model (no early stopping), so that a
-#: typical solution costs what heavy AutoResearch work costs (DESIGN.md section 7: 30-120 s of one core on the
+#: typical solution costs what heavy AutoResearch work costs (docs/findings.md: 30-120 s of one core on the
 #: heavy tasks) while the part an agent writes keeps the baseline's shape. Not a leaderboard reference.
 HEAVY_STARTER = "heavy_boosting"
 _HEAVY_PARAMS = "max_iter=1000, learning_rate=0.05, max_leaf_nodes=31, early_stopping=False, random_state=0"

