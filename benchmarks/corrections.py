@@ -59,7 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paired_gain  # noqa: E402
+from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paired_gain, seed_interval  # noqa: E402
 from wmrl.callbacks.base import RLCallback  # noqa: E402
 from wmrl.modules.base import EVAL_FILE  # noqa: E402
 from wmrl.report import cpu_probe, kept_by_hand, machine  # noqa: E402
@@ -78,6 +78,8 @@ SETTINGS = {
     # noise as large as the true reward's whole range; the offset keeps clipping below 1e-5
     "noise": {"distortion": "identity", "offset": 0.45, "scale": 0.1, "noise_sd": 0.1},
 }
+RESULT_FILE = "result.json"  # a run's diagnostics at the end, beside its heldout.jsonl
+SITTING_FILE = "sitting.json"  # under --out: when the runs were made, the machine's load and speed around them
 WHAT = {"clean": "the world model is the truth (a check of the machinery)",
         "bias": "a strong monotone distortion, no noise: r_wm = r^6",
         "bias_extreme": "an extreme monotone distortion, no noise: r_wm = r^20 (most rewards fall in the first of "
@@ -199,15 +201,11 @@ def run(setting: str, arm: str, seed: int, budget: Budget, run_dir: Path) -> dic
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*`IterableDataset` has `__len__` defined.*")
         trainer.fit(module, datamodule=data)
-    evaluations = {}
-    for line in (run_dir / EVAL_FILE).read_text().splitlines():
-        record = json.loads(line)
-        evaluations[int(record["step"])] = {e["task_id"]: (e["coverage"], e["success"]) for e in record["episodes"]}
     by_name = {type(c).__name__: c for c in callbacks}
     agreement = by_name["AdvantageAgreement"]
     debias, denoise = by_name.get("OnlineDebiasing"), by_name.get("InverseVarianceDenoising")
     world_model = by_name.get("WorldModelReward")
-    out = {"evaluations": evaluations, "wall_s": time.perf_counter() - started,
+    out = {"wall_s": time.perf_counter() - started,
            "advantage_agreement": float(np.mean(agreement.agreement)) if agreement.agreement else None,
            "anchor_share": float(np.mean(agreement.anchor_share)),
            "tied": float(np.mean(agreement.tied)) if agreement.tied else None,
@@ -222,8 +220,47 @@ def run(setting: str, arm: str, seed: int, budget: Budget, run_dir: Path) -> dic
         out["denoise_weight"] = denoise.weight
     if world_model is not None:
         out["clipped"] = world_model.world_model.metrics()["clipped"]
-    (run_dir / "result.json").write_text(json.dumps({k: v for k, v in out.items() if k != "evaluations"}))
-    return out
+    (run_dir / RESULT_FILE).write_text(json.dumps(out))
+    return read_run(run_dir)
+
+
+def finished(run_dir: Path) -> bool:
+    """A run that wrote its diagnostics (``--reuse`` reads it instead of training again)."""
+    return (run_dir / RESULT_FILE).is_file() and (run_dir / EVAL_FILE).is_file()
+
+
+def read_run(run_dir: Path) -> dict:
+    """A finished run: its held-out records (step -> context -> (true reward, success)) and its diagnostics."""
+    evaluations = {}
+    for line in (run_dir / EVAL_FILE).read_text().splitlines():
+        record = json.loads(line)
+        evaluations[int(record["step"])] = {e["task_id"]: (e["coverage"], e["success"]) for e in record["episodes"]}
+    return {"evaluations": evaluations, **json.loads((run_dir / RESULT_FILE).read_text())}
+
+
+def run_dir(out: Path, setting: str, seed: int, arm: str) -> Path:
+    return out / setting / f"seed{seed}" / arm
+
+
+def run_sitting(todo: list[tuple[str, int, str]], budget: Budget, out: Path) -> dict:
+    """Train every job of ``todo`` in turn (a progress bar), recording the sitting in ``<out>/sitting.json``: when it
+    started, how long it took, the load average and the speed probe before and after."""
+    from rich.progress import Progress
+
+    started = datetime.datetime.now(datetime.UTC)
+    load_before, probe_before = os.getloadavg()[0], cpu_probe()
+    with Progress() as progress:
+        task = progress.add_task("corrections", total=len(todo))
+        for setting, seed, arm in todo:
+            progress.update(task, description=f"{setting} seed {seed} {arm}")
+            run(setting, arm, seed, budget, run_dir(out, setting, seed, arm))
+            progress.advance(task)
+    sitting = {"started": f"{started:%Y-%m-%d %H:%M} UTC", "runs": len(todo),
+               "minutes": (datetime.datetime.now(datetime.UTC) - started).total_seconds() / 60,
+               "load": [load_before, os.getloadavg()[0]], "probe_s": [probe_before, cpu_probe()]}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SITTING_FILE).write_text(json.dumps(sitting, indent=1))
+    return sitting
 
 
 # -- statistics ------------------------------------------------------------------------------------------------
@@ -241,9 +278,14 @@ def pooled(per_seed: dict[int, dict[str, float]]) -> dict[str, list[float]]:
     return {f"seed{s}": [e[k] for k in sorted(e)] for s, e in sorted(per_seed.items())}
 
 
-def difference(base: dict[int, dict[str, float]], mine: dict[int, dict[str, float]]) -> dict[str, float]:
-    """``mine - base`` paired on (seed, context), pooled over seeds; the interval resamples contexts within seeds."""
-    return interval(paired_gain(pooled(base), pooled(mine)))
+def difference(base: dict[int, dict[str, float]], mine: dict[int, dict[str, float]]) -> dict:
+    """``mine - base`` paired on (seed, context), pooled over seeds, with two 95% intervals: ``low`` / ``high``
+    resample contexts within seeds (the evaluation's noise for these seeds), ``over_seeds`` is the Student-t interval
+    of the seeds' own differences (``per_seed``: training's randomness too, the one that says whether another seed
+    could flip the sign)."""
+    out = interval(paired_gain(pooled(base), pooled(mine)))
+    per_seed = [float(np.mean([mine[s][k] - base[s][k] for k in base[s]])) for s in sorted(base)]
+    return {**out, "per_seed": per_seed, "over_seeds": interval(seed_interval(per_seed))}
 
 
 def summarise(results: dict[str, dict[int, dict[str, dict]]]) -> dict:
@@ -275,24 +317,35 @@ def summarise(results: dict[str, dict[int, dict[str, dict]]]) -> dict:
     return out
 
 
+def both(d: dict | None) -> str:
+    """A difference with both intervals: within seeds (contexts resampled), then over seeds."""
+    if d is None:
+        return "-"
+    above, below = sum(v > 0 for v in d["per_seed"]), sum(v < 0 for v in d["per_seed"])
+    return (f"{interval_text(d)}; over seeds [{d['over_seeds']['low']:+.3f}, {d['over_seeds']['high']:+.3f}] "
+            f"({above} seeds above 0, {below} below)")
+
+
 def verdicts(summary: dict) -> list[tuple[str, str, bool]]:
-    """What the paper's analysis says each correction must do, as measured (pooled held-out reward, paired)."""
+    """What the paper's analysis says each correction must do, as measured (pooled held-out reward, paired). A check
+    is met only when the interval over seeds agrees (the stricter of the two; both are reported)."""
     out = []
     for setting, correction, arm in (("bias", "debiasing", "debias_only"), ("bias_extreme", "debiasing", "debias_only"),
                                      ("noise", "denoising", "denoise_only")):
         rows = summary.get(setting, {})
         if arm not in rows or "uncorrected" not in rows:
             continue
-        gain = rows[arm]["reward_vs_uncorrected"]
         hurt = rows["uncorrected"].get("reward_vs_oracle")
-        out.append((f"{setting}: the uncorrected world model loses to the oracle (the {setting} matters)",
-                    interval_text(hurt), hurt is not None and hurt["high"] < 0))
-        out.append((f"{setting}: {correction} recovers: {arm} - uncorrected above 0", interval_text(gain),
-                    gain["low"] > 0))
+        if hurt is not None:
+            out.append((f"{setting}: the uncorrected world model loses to the oracle (the {setting} matters)",
+                        both(hurt), hurt["high"] < 0 and hurt["over_seeds"]["high"] < 0))
+        gain = rows[arm]["reward_vs_uncorrected"]
+        out.append((f"{setting}: {correction} recovers: {arm} - uncorrected above 0", both(gain),
+                    gain["low"] > 0 and gain["over_seeds"]["low"] > 0))
         if "oracle" in rows:
             left = rows[arm]["reward_vs_oracle"]
             out.append((f"{setting}: {correction} reaches the oracle: {arm} - oracle includes 0 or is above",
-                        interval_text(left), left["high"] >= 0))
+                        both(left), left["high"] >= 0 and left["over_seeds"]["high"] >= 0))
     return out
 
 
@@ -312,32 +365,36 @@ def markdown(summary: dict, budget: Budget, seeds: list[int], command: str, sitt
         "seeds the exploration noise, the world model's noise, the anchor draws and the order of training contexts; "
         f"every seed starts from the same policy. Held-out: {budget.heldout_states} contexts (seeds "
         f"{budget.first_seed + budget.train_states}-{budget.first_seed + budget.train_states + budget.heldout_states - 1}), "
-        "the noise-free policy's true reward (and success, reward >= 0.5), pooled over seeds; every interval is a 95% "
-        "bootstrap over contexts within seeds, and every difference is paired on (seed, context).",
+        "the noise-free policy's true reward (and success, reward >= 0.5), pooled over seeds. Every difference is paired "
+        "on (seed, context) and carries two 95% intervals: a bootstrap over contexts within seeds (the evaluation's "
+        "noise for these seeds) and a Student-t interval over the seeds' own differences (training's randomness too; "
+        "the verdicts below require both).",
         "",
     ]
+    def cell(v, f=".2f"):
+        return "-" if v is None else format(v, f)
+
     for setting, rows in summary.items():
+        arms = [a for a in ARMS if a in rows]
         lines += [f"## Setting `{setting}`: {WHAT[setting]}", "",
-                  f"Starting policy: held-out true reward {interval_text(rows['start']['reward'], signed=False)}.", "",
-                  "| arm | held-out true reward | per seed | gain over start | vs oracle | vs uncorrected | "
-                  "success | advantage agreement (world-model rows) | tied (world-model rows) | anchors' share of the "
-                  "update | bias reduction | denoising weight | clipped |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-
-        def cell(v, f=".2f"):
-            return "-" if v is None else format(v, f)
-
-        for arm in ARMS:
-            if arm not in rows:
-                continue
+                  f"Starting policy: held-out true reward {interval_text(rows['start']['reward'], signed=False)}. "
+                  "Differences: the point, its interval over contexts within seeds, then its interval over seeds.", "",
+                  "| arm | held-out true reward | per seed | gain over start | vs oracle | vs uncorrected |",
+                  "|---|---|---|---|---|---|"]
+        for arm in arms:
             r = rows[arm]
             per = ", ".join(f"{v:.3f}" for v in r["reward_per_seed"].values())
             lines.append(f"| {r['label']} | {interval_text(r['reward'], signed=False)} | {per} | "
-                         f"{interval_text(r['reward_gain'])} | {interval_text(r.get('reward_vs_oracle'))} | "
-                         f"{interval_text(r.get('reward_vs_uncorrected'))} | {r['success']['point']:.3f} | "
-                         f"{cell(r['advantage_agreement'])} | {cell(r['tied'])} | {cell(r['anchor_share'])} | "
-                         f"{cell(r['bias_reduction'])} | "
-                         f"{cell(r['denoise_weight'])} | {cell(r['clipped'], '.3f')} |")
+                         f"{interval_text(r['reward_gain'])} | {both(r.get('reward_vs_oracle'))} | "
+                         f"{both(r.get('reward_vs_uncorrected'))} |")
+        lines += ["", "| arm | success | advantage agreement (world-model rows) | tied (world-model rows) | anchors' share "
+                  "of the update | bias reduction | calibration rank correlation | denoising weight | clipped |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for arm in arms:
+            r = rows[arm]
+            lines.append(f"| {r['label']} | {r['success']['point']:.3f} | {cell(r['advantage_agreement'])} | "
+                         f"{cell(r['tied'])} | {cell(r['anchor_share'])} | {cell(r['bias_reduction'])} | "
+                         f"{cell(r['rank_corr'])} | {cell(r['denoise_weight'])} | {cell(r['clipped'], '.3f')} |")
         lines.append("")
     lines += ["## What the paper's analysis says each correction must do, as measured", ""]
     for what, value, ok in verdicts(summary):
@@ -358,38 +415,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "corrections")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks", help="where RESULTS-corrections.md and "
                         "results/corrections.json go")
+    parser.add_argument("--reuse", action="store_true", help="read finished runs instead of training them again (the "
+                        "report names the sitting that made them)")
     args = parser.parse_args(argv)
     if args.steps < 2:
         parser.error("--steps must be >= 2 (held-out reward is measured at the start, half-way and at the end)")
     budget = Budget(steps=args.steps, heldout_states=args.heldout_states, first_seed=args.first_seed, lr=args.lr)
-    started = datetime.datetime.now(datetime.UTC)
-    load_before, probe_before = os.getloadavg()[0], cpu_probe()
-    results: dict[str, dict[int, dict[str, dict]]] = {}
-    from rich.progress import Progress
-
     jobs = [(setting, seed, arm) for setting in args.settings for seed in args.seeds for arm in args.arms]
-    with Progress() as progress:
-        task = progress.add_task("corrections", total=len(jobs))
-        for setting, seed, arm in jobs:
-            progress.update(task, description=f"{setting} seed {seed} {arm}")
-            results.setdefault(setting, {}).setdefault(seed, {})[arm] = run(
-                setting, arm, seed, budget, args.out / setting / f"seed{seed}" / arm)
-            progress.advance(task)
-    load_after, probe_after = os.getloadavg()[0], cpu_probe()
+    todo = [job for job in jobs if not (args.reuse and finished(run_dir(args.out, *job)))]
+    sitting = run_sitting(todo, budget, args.out) if todo else json.loads((args.out / SITTING_FILE).read_text())
+    results: dict[str, dict[int, dict[str, dict]]] = {}
+    for setting, seed, arm in jobs:
+        results.setdefault(setting, {}).setdefault(seed, {})[arm] = read_run(run_dir(args.out, setting, seed, arm))
     summary = summarise(results)
-    minutes = (datetime.datetime.now(datetime.UTC) - started).total_seconds() / 60
-    sitting = (f"one sitting, {started:%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; load average {load_before:.1f} before, "
-               f"{load_after:.1f} after; speed probe {probe_before:.2f} / {probe_after:.2f} s")
+    text_sitting = (f"one sitting, {sitting['started']}, {sitting['minutes']:.1f} min for {sitting['runs']} runs; load "
+                    f"average {sitting['load'][0]:.1f} before, {sitting['load'][1]:.1f} after; speed probe "
+                    f"{sitting['probe_s'][0]:.2f} / {sitting['probe_s'][1]:.2f} s"
+                    + (f"; {len(jobs) - len(todo)} of {len(jobs)} runs read from disk (--reuse)" if len(todo) < len(jobs) else ""))
     command = "python benchmarks/corrections.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    report = {"machine": machine(), "command": command, "sitting": sitting, "seeds": args.seeds,
+    report = {"machine": machine(), "command": command, "sitting": text_sitting, "seeds": args.seeds,
               "budget": budget.__dict__, "settings": {s: {**SETTINGS[s], "what": WHAT[s]} for s in args.settings},
-              "load": {"before": load_before, "after": load_after}, "probe_s": [probe_before, probe_after],
+              "load": sitting["load"], "probe_s": sitting["probe_s"],
               "summary": summary, "verdicts": [{"check": w, "value": v, "met": ok} for w, v, ok in verdicts(summary)]}
     (args.results / "results").mkdir(parents=True, exist_ok=True)
     (args.results / "results" / "corrections.json").write_text(json.dumps(report, indent=1))
     target = args.results / "RESULTS-corrections.md"
     previous = target.read_text() if target.is_file() else ""
-    text = "\n".join(markdown(summary, budget, args.seeds, command, sitting)) + "\n"
+    text = "\n".join(markdown(summary, budget, args.seeds, command, text_sitting)) + "\n"
     target.write_text(text + kept_by_hand(previous))
     print(text)
     if not all(math.isfinite(r["reward"]["point"]) for rows in summary.values() for r in rows.values()):

@@ -1,42 +1,50 @@
-"""The paper's VLA table at CPU scale, in one sitting: SFT, GRPO on sparse success, GRPO on the raw progress world
-model, and WMRL, with held-out success and paired intervals.
+"""The paper's VLA table and its ablation at CPU scale, in one sitting over several seeds: SFT, GRPO on sparse
+success, GRPO on the raw progress world model, debiasing only, denoising only and WMRL, with held-out success and
+paired intervals pooled over seeds.
 
 The paper's VLA transfer (LIBERO-Long, MiniVLA-1B) reports SFT 37.4, GRPO with sparse success 38.3, GRPO with the raw
-world-model reward 39.2 and WMRL 41.2. This script measures the same four rows on PushT with a small LeRobot policy:
+world-model reward 39.2 and WMRL 41.2; its ablation of the two corrections (on MLE-Dojo) orders uncorrected mixture <
+denoising only < debiasing only < both. This script measures those rows on PushT with a small LeRobot policy:
 
 - **SFT**: the policy after behaviour cloning on the scripted demonstrations (``BehaviourCloningWarmStart``). Every
-  RL arm clones the same demonstrations with the same seed and evaluates that policy before its first step; the
-  script checks that those evaluations agree episode for episode and reports them as the SFT row.
+  RL arm of a seed clones the same demonstrations with the same seed and evaluates that policy before its first
+  step; the script checks that those evaluations agree episode for episode and reports them as the SFT row.
 - **GRPO, sparse success**: ``configs/vla/arms/pusht.yaml`` (every group graded by the simulator's success).
 - **GRPO, raw world model**: ``+ configs/vla/arms/raw_world_model.yaml`` (no anchors; every group graded by the
   progress world model's shaped reward, uncalibrated).
+- **Debiasing only** / **denoising only**: ``+ configs/vla/arms/debias_only.yaml`` / ``denoise_only.yaml`` (WMRL
+  without ``InverseVarianceDenoising`` / without ``OnlineDebiasing``).
 - **WMRL**: ``+ configs/vla/arms/wmrl.yaml`` (one anchor group in eight graded by sparse success; the other groups
   by the world model, calibrated online on the anchors; anchor advantages weighted by inverse variance).
-- Not a row of the paper's table, **sparse GRPO at WMRL's real-label budget**: ``+ configs/vla/arms/sparse_budget.yaml``
-  (one group per step: as many real-graded episodes as WMRL's anchors).
-- A diagnostic, not a row of the paper's table either (ACT preset), **GRPO on a perfect progress world model**:
-  ``+ configs/vla/arms/shaped_oracle.yaml`` (every group graded by the simulator's own dense reward, read and shaped
-  exactly as the world model's predictions are). It separates the world model's errors from the shaping
-  objective's own mismatch with success.
+- Beyond those six rows (run after them, so a sitting cut short keeps whole seeds of the six): the **uncorrected
+  mixture** (``uncorrected.yaml``: WMRL's anchors without either correction, the paper's ablation baseline), **sparse
+  GRPO at WMRL's real-label budget** (``sparse_budget.yaml``: one group per step, as many real-graded episodes as
+  WMRL's anchors) and, a diagnostic (ACT preset), **GRPO on a perfect progress world model** (``shaped_oracle.yaml``:
+  every group graded by the simulator's own dense reward, read and shaped exactly as the world model's predictions
+  are), which separates the world model's errors from the shaping objective's own mismatch with success.
 
-Each RL arm is one ``wmrl fit`` process (the same seed, demonstrations, SFT, initial states and step budget). From
-what the runs wrote (``heldout.jsonl``: every held-out episode; ``metrics.csv``: every step) it reports per arm:
-held-out success with a 95% bootstrap interval over initial states; the gain over SFT with a *paired* interval
-(the same initial states before and after, deterministic evaluation); the difference to sparse GRPO, paired the
-same way (and WMRL's to the raw world model and to the budget-matched arm); the simulator steps of training rollouts; wall-clock (the process and its RL steps); and the
-corrections' state at the end (anchor pairs, calibration refits, the world model's rank correlation with the
-real success on the anchors, raw and calibrated, and the denoising weight). The ordering of the rows is reported
-as measured.
+Each RL arm of each seed is one ``wmrl fit`` process (within a seed: the same demonstrations, SFT, initial states and
+step budget). Seed ``k`` (``--seeds``) is ``--seed_everything=k``, which the configs interpolate into every seed of
+the run, plus demonstrations from other initial states (``--data.init_args.demo_seed=100000+1000k``); the training
+and held-out initial states are the same in every seed. From what the runs wrote (``heldout.jsonl``: every held-out
+episode; ``metrics.csv``: every step) it reports per arm: held-out success pooled over seeds and states with a 95%
+bootstrap interval that resamples states within seeds; the gain over SFT and the difference to sparse GRPO, *paired*
+on (seed, state); the paired differences between the ablation arms (:data:`COMPARISONS`); each seed's points;
+simulator steps, real-graded episodes and wall-clock per seed; the corrections' state at the end (anchor pairs,
+calibration refits, the world model's rank correlation with the real success on the anchors, raw and calibrated,
+and the denoising weight); and each run's load average and speed probe. The ordering of the rows is reported as
+measured.
 
-    .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # ACT, two arms at a time: 22 minutes on 2 cores
-    .venv312/bin/python benchmarks/vla_arms.py                     # one arm at a time (not timed)
+    .venv312/bin/python benchmarks/vla_arms.py --jobs 4 --seeds 0 1 2   # ACT, every arm, three seeds (see RESULTS-vla.md)
+    .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # one seed, two runs at a time: 22 minutes on 2 idle cores
     .venv312/bin/python benchmarks/vla_arms.py --preset smolvla --jobs 2   # the tiny SmolVLA, smaller budget: 13 min
-    .venv312/bin/python benchmarks/vla_arms.py --reuse             # finished arms are read, not rerun
+    .venv312/bin/python benchmarks/vla_arms.py --reuse --seeds 0 1 2   # finished runs are read, not rerun
     .venv312/bin/python benchmarks/vla_arms.py --trainer.max_steps=20   # wmrl fit flags go to every arm
 
 It writes ``benchmarks/RESULTS-vla.md`` (``RESULTS-vla-smolvla.md``) and ``benchmarks/results/vla-arms.json``
 (``vla-arms-smolvla.json``); a section headed ``## Reading (by hand, <date>)`` at the end of the markdown is kept
-when the tables are regenerated. Runs go under ``runs/vla_arms/<preset>/<arm>``.
+when the tables are regenerated. Runs go under ``runs/vla_arms/<preset>/seed<k>/<arm>``; each arm process runs this
+checkout's ``src`` (``PYTHONPATH``).
 """
 
 from __future__ import annotations

@@ -91,18 +91,21 @@ def test_bad_settings_name_the_key():
 
 
 def test_the_benchmark_runs_the_real_method_at_a_tiny_budget(tmp_path):
-    """Two steps per arm, two seeds, every arm and setting: the machinery, not the result. With the world model
+    """Two steps per arm, two seeds, two settings, the arms the checks need: the machinery, not the result. With the world model
     equal to the truth (``clean``) the uncorrected and the denoising-only arms must train exactly as the oracle arm
     (the same rewards and advantages, and a denoising weight that stays 1 when the world model never disagrees)."""
     results = tmp_path / "results"
-    corrections.main(["--seeds", "0", "1", "--steps", "2", "--heldout-states", "8", "--settings", "clean", "noise",
-                      "--out", str(tmp_path / "runs"), "--results", str(results)])
+    flags = ["--seeds", "0", "1", "--steps", "2", "--heldout-states", "8", "--settings", "clean", "noise", "--arms",
+             "oracle", "anchors_only", "uncorrected", "denoise_only", "--out", str(tmp_path / "runs"), "--results",
+             str(results)]
+    corrections.main(flags)
     report = json.loads((results / "results" / "corrections.json").read_text())
     assert set(report["summary"]) == {"clean", "noise"} and report["seeds"] == [0, 1]
     clean = report["summary"]["clean"]
-    assert set(clean) == {*corrections.ARMS, "start"}
+    assert set(clean) == {"oracle", "anchors_only", "uncorrected", "denoise_only", "start"}
     for arm in ("uncorrected", "denoise_only"):
-        assert clean[arm]["reward_vs_oracle"] == {"point": 0.0, "low": 0.0, "high": 0.0}
+        same = clean[arm]["reward_vs_oracle"]
+        assert (same["point"], same["low"], same["high"], same["per_seed"]) == (0.0, 0.0, 0.0, [0.0, 0.0])
         assert clean[arm]["advantage_agreement"] == pytest.approx(1.0)
     assert clean["denoise_only"]["denoise_weight"] == 1.0
     noise = report["summary"]["noise"]
@@ -110,7 +113,17 @@ def test_the_benchmark_runs_the_real_method_at_a_tiny_budget(tmp_path):
     assert noise["anchors_only"]["anchor_share"] == 1.0 and 0 < noise["uncorrected"]["anchor_share"] < 1
     assert clean["uncorrected"]["tied"] == 0.0  # a continuous reward: no world-model row ties another
     assert [v["check"].split(":")[0] for v in report["verdicts"]] == ["noise"] * 3
-    episodes_file = tmp_path / "runs" / "noise" / "seed1" / "wmrl" / "heldout.jsonl"
+    episodes_file = tmp_path / "runs" / "noise" / "seed1" / "denoise_only" / "heldout.jsonl"
     assert [json.loads(line)["step"] for line in episodes_file.read_text().splitlines()] == [0, 1, 2]
     text = (results / "RESULTS-corrections.md").read_text()
     assert text.startswith("# A controlled test of each correction") and "## Setting `noise`" in text
+    uncorrected = noise["denoise_only"]["reward_vs_uncorrected"]
+    assert len(uncorrected["per_seed"]) == 2 and uncorrected["point"] == pytest.approx(np.mean(uncorrected["per_seed"]))
+    # --reuse reads the finished runs (no training: the runs' files stay as they were) and keeps the reading
+    (results / "RESULTS-corrections.md").write_text(text + "\n## Reading (by hand, 2026-12-02)\nkept\n")
+    before = episodes_file.stat().st_mtime_ns
+    corrections.main([*flags, "--reuse"])
+    again = json.loads((results / "results" / "corrections.json").read_text())
+    assert again["summary"] == json.loads(json.dumps(report["summary"])) and episodes_file.stat().st_mtime_ns == before
+    assert "16 of 16 runs read from disk (--reuse)" in again["sitting"]
+    assert (results / "RESULTS-corrections.md").read_text().endswith("kept\n")
