@@ -65,7 +65,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paired_gain  # noqa: E402
+from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paired_gain, seed_interval  # noqa: E402
 from wmrl.modules.base import EVAL_FILE  # noqa: E402
 from wmrl.report import cpu_probe, find_metrics, kept_by_hand, machine  # noqa: E402
 
@@ -89,6 +89,7 @@ COMPARISONS = (
     ("uncorrected", "raw_world_model", "what the anchors alone add to the raw world model"),
     ("debias_only", "uncorrected", "what debiasing adds to the anchored mixture"),
     ("denoise_only", "uncorrected", "what denoising adds to the anchored mixture"),
+    ("wmrl", "uncorrected", "what both corrections add to the anchored mixture"),
     ("debias_only", "raw_world_model", "what the anchors and debiasing add to the raw world model"),
     ("denoise_only", "raw_world_model", "what the anchors and denoising add to the raw world model"),
     ("debias_only", "denoise_only", "debiasing alone against denoising alone (the paper: debiasing gains more)"),
@@ -470,16 +471,20 @@ def curve(runs: list[ArmRun]) -> dict[str, float]:
 
 
 def comparisons(runs: dict[int, dict[str, ArmRun]]) -> list[dict]:
-    """The paired differences of :data:`COMPARISONS` whose two arms ran, pooled over seeds and seed by seed (and
-    with the exploration noise when every run has it)."""
+    """The paired differences of :data:`COMPARISONS` whose two arms ran, pooled over seeds (with the interval over
+    states within seeds, and a Student-t interval over the seeds' own differences) and seed by seed (and with the
+    exploration noise when every run has it)."""
     seeds, noisy, out = sorted(runs), has_noisy(runs), []
     for arm, base, what in COMPARISONS:
         if arm not in runs[seeds[0]] or base not in runs[seeds[0]]:
             continue
         mine = {s: runs[s][arm].final for s in seeds}
         other = {s: runs[s][base].final for s in seeds}
+        seeds_points = per_seed(other, mine)
         out.append({"arm": arm, "base": base, "what": what, "difference": paired_difference(other, mine),
-                    "per_seed": per_seed(other, mine),
+                    "per_seed": seeds_points,
+                    # Student-t over the seeds' own differences: training's randomness, not only the evaluation's
+                    "over_seeds": interval(seed_interval([seeds_points[str(s)]["point"] for s in seeds])),
                     "noisy": paired_difference({s: runs[s][base].final_noisy for s in seeds},
                                                {s: runs[s][arm].final_noisy for s in seeds}) if noisy else None})
     return out
@@ -559,12 +564,17 @@ def markdown(name: str, preset: Preset, summary: dict[str, dict], compared: list
     lines += ["", f"Ordering as measured (pooled points): {ordering(summary)}.", ""]
     if compared:
         lines += ["## The paired differences between arms", "",
-                  "| difference | what it measures | noise-free (paired, pooled) | per seed | with the exploration noise |",
-                  "|---|---|---|---|---|"]
+                  "The noise-free difference pooled over seeds with its interval over states within seeds, then the "
+                  "Student-t interval over the seeds' own differences (training's randomness too; with 3 seeds it is "
+                  "wide), the seeds' points, and the same difference with the exploration noise:", "",
+                  "| difference | what it measures | noise-free (paired, pooled) | over seeds | per seed | "
+                  "with the exploration noise |", "|---|---|---|---|---|---|"]
         for c in compared:
             per = points([c["per_seed"][str(k)]["point"] for k in seeds])
-            lines.append(f"| {c['arm']} - {c['base']} | {c['what']} | {interval_text(c['difference'])} | {per} | "
-                         f"{interval_text(c['noisy'])} |")
+            over = c["over_seeds"]
+            spread = "-" if math.isnan(over["low"]) else f"[{over['low']:+.3f}, {over['high']:+.3f}]"
+            lines.append(f"| {c['arm']} - {c['base']} | {c['what']} | {interval_text(c['difference'])} | {spread} | "
+                         f"{per} | {interval_text(c['noisy'])} |")
         lines.append("")
     if summary["sft"].get("held_out_noisy") is not None:
         lines += ["The same initial states played by the Gaussian policy RL trains (its mean plus the exploration noise,",

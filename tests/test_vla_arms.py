@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -186,6 +187,7 @@ def test_statistics_on_synthetic_episodes(tmp_path):
     assert comparison(compared, "debias_only", "uncorrected")["difference"]["point"] == pytest.approx(0.05)
     assert comparison(compared, "denoise_only", "uncorrected")["difference"]["point"] == pytest.approx(0.02)
     assert comparison(compared, "debias_only", "denoise_only")["per_seed"]["0"]["point"] == pytest.approx(0.03)
+    assert math.isnan(comparison(compared, "wmrl", "uncorrected")["over_seeds"]["low"])  # one seed: no spread
     # the oracle: 27 states fewer than sparse GRPO, none more: a paired difference below 0
     oracle = summary["shaped_oracle"]["difference_to_sparse_grpo"]
     assert oracle["point"] == pytest.approx(-0.27) and oracle["high"] < 0
@@ -215,6 +217,9 @@ def test_seeds_pool_paired_on_seed_and_state(tmp_path):
     assert wmrl["per_seed"]["0"]["difference_to_sparse_grpo"]["point"] == pytest.approx(-0.25)
     assert wmrl["per_seed"]["1"]["difference_to_sparse_grpo"]["point"] == pytest.approx(0.10)
     assert wmrl["curve"] == {"0": pytest.approx(0.25), "4": pytest.approx(21 / 40)}
+    # over seeds: the seeds' own differences, -0.25 and +0.10, a Student-t interval around their mean
+    (over,) = [c["over_seeds"] for c in vla_arms.comparisons(runs)] or [None]
+    assert over is None  # (sparse_grpo, wmrl) is no comparison of COMPARISONS: only the table's columns pair them
     with pytest.raises(ValueError, match="every seed needs the same arms"):
         vla_arms.summarise({0: runs[0], 1: {"wmrl": runs[1]["wmrl"]}})
 
@@ -256,6 +261,7 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     assert "1 seed(s): 0." in text and "load 1.0, probe 0.50 / 0.55 s" in text  # seeds, load and speed probe recorded
     assert "8 of 8 runs read from disk (--reuse)" in text
     assert "| wmrl - raw_world_model | what the anchors and both corrections add to the raw world model | +0.300 [" in text
+    assert "| - | +0.300 |" in text.split("wmrl - raw_world_model")[1].split("\n")[0]  # one seed: no spread
 
 
 def test_unknown_flags_are_refused_and_fit_flags_pass_through(tmp_path, capsys):
