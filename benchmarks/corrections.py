@@ -388,7 +388,7 @@ def markdown(summary: dict, budget: Budget, seeds: list[int], command: str, sitt
                          f"{interval_text(r['reward_gain'])} | {both(r.get('reward_vs_oracle'))} | "
                          f"{both(r.get('reward_vs_uncorrected'))} |")
         lines += ["", "| arm | success | advantage agreement (world-model rows) | tied (world-model rows) | anchors' share "
-                  "of the update | bias reduction | calibration rank correlation | denoising weight | clipped |",
+                  "of the update | bias reduction | rank correlation of r_wm with r (anchors) | denoising weight | clipped |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for arm in arms:
             r = rows[arm]
