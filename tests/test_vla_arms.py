@@ -1,11 +1,13 @@
-"""benchmarks/vla_arms.py: the four arms of the paper's VLA table instantiate, and their statistics (paired gains
-over SFT, paired differences to sparse GRPO, the bars, the ordering) are right on synthetic episodes."""
+"""benchmarks/vla_arms.py: the arms of the paper's VLA table (and its ablation) instantiate, a seed changes every seed
+of an arm, and the statistics (paired gains over SFT, paired differences between arms, pooled over seeds, the bars,
+the ordering) are right on synthetic episodes."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -21,7 +23,9 @@ spec.loader.exec_module(vla_arms)
 
 EXPECTED = {"sparse_grpo": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"],
             "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
-            "sparse_budget": [], "shaped_oracle": []}
+            "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
+            "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
+            "uncorrected": ["AnchorRouting", "WorldModelReward"], "sparse_budget": [], "shaped_oracle": []}
 
 
 @pytest.mark.parametrize(("preset", "arm"), [(p, a) for p in sorted(vla_arms.PRESETS) for a in vla_arms.PRESETS[p].overlays])
@@ -51,6 +55,28 @@ def test_every_arm_instantiates_with_its_callbacks_and_shares_the_start(preset, 
     assert data.simulator.reward == "success"
     assert [getattr(model.simulator, f) for f in simulator] == [getattr(data.simulator, f) for f in simulator] \
         == [100, 0.85, "near_goal", 25.0, 0.25]
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_a_seed_changes_every_seed_of_an_arm(seed, tmp_path, monkeypatch):
+    """Seed k reaches the policy, exploration and SFT (the module's seed), the order of training states (the data
+    module's), the world model, the anchor draws and the demonstrations' initial states; seed 0 is the shipped
+    configs; the training and held-out states do not move."""
+    from wmrl.callbacks import AnchorRouting, WorldModelReward
+
+    monkeypatch.chdir(tmp_path)
+    command = vla_arms.arm_command(vla_arms.PRESETS["pusht"], "wmrl", tmp_path / "wmrl", [], seed=seed)
+    cli = lightning_cli(command[command.index("fit") + 1:], run=False)
+    (routing,) = [c for c in cli.trainer.callbacks if isinstance(c, AnchorRouting)]
+    (reward,) = [c for c in cli.trainer.callbacks if isinstance(c, WorldModelReward)]
+    assert cli.model.hparams.seed == cli.datamodule.seed == routing.seed == seed
+    assert reward.world_model.generator.initial_seed() == seed
+    assert cli.datamodule.demo_seed == 100_000 + 1000 * seed
+    assert cli.datamodule.train_seeds == list(range(64)) and cli.datamodule.heldout_seeds == list(range(64, 464))
+    shipped = lightning_cli(["-c", str(ROOT / "configs/vla/arms/pusht.yaml"), "-c", str(ROOT / "configs/vla/arms/wmrl.yaml")],
+                           run=False)
+    if seed == 0:
+        assert (shipped.model.hparams.seed, shipped.datamodule.demo_seed) == (0, cli.datamodule.demo_seed)
 
 
 def write_run(run_dir: Path, evaluations: dict[int, list[float]], metrics: list[dict], wall: float = 60.0,
@@ -91,9 +117,12 @@ def step_rows(steps: int, anchors: int, corrections: bool) -> list[dict]:
 
 
 def synthetic_sitting(out: Path) -> None:
-    """100 held-out states; SFT succeeds on the first 30. Sparse GRPO adds 30 (states 30-59) and loses none;
-    the raw world model adds 10 and loses 5; WMRL adds what sparse GRPO does plus states 60-64; sparse GRPO at
-    WMRL's real-label budget adds 15; the perfect progress model (the oracle's shaped reward) adds 3."""
+    """Seed 0 (``out/seed0``): 100 held-out states; SFT succeeds on the first 30. Sparse GRPO adds 30 (states
+    30-59) and loses none; the raw world model adds 10 and loses 5; WMRL adds what sparse GRPO does plus states 60-64;
+    sparse GRPO at WMRL's real-label budget adds 15; the perfect progress model (the oracle's shaped reward) adds 3.
+    The ablation arms: the uncorrected mixture adds 20 (30-49), debiasing-only 25 (30-54), denoising-only 22 (30-51).
+    """
+    out = out / "seed0"
     sft = [1.0] * 30 + [0.0] * 70
     sparse = [1.0] * 60 + [0.0] * 40
     raw = [0.0] * 5 + [1.0] * 25 + [1.0] * 10 + [0.0] * 60
@@ -107,11 +136,19 @@ def synthetic_sitting(out: Path) -> None:
     write_run(out / "sparse_budget", {0: sft, 5: budget}, step_rows(5, 8, False), noisy={0: noisy_sft, 5: noisy_after})
     oracle = [1.0] * 33 + [0.0] * 67
     write_run(out / "shaped_oracle", {0: sft, 5: oracle}, step_rows(5, 64, False), noisy={0: noisy_sft, 5: noisy_after})
+    for arm, gained, corrections in (("uncorrected", 20, False), ("debias_only", 25, True), ("denoise_only", 22, True)):
+        final = [1.0] * (30 + gained) + [0.0] * (70 - gained)
+        write_run(out / arm, {0: sft, 5: final}, step_rows(5, 8, corrections), noisy={0: noisy_sft, 5: noisy_after})
+
+
+def comparison(compared: list[dict], arm: str, base: str) -> dict:
+    (found,) = [c for c in compared if (c["arm"], c["base"]) == (arm, base)]
+    return found
 
 
 def test_statistics_on_synthetic_episodes(tmp_path):
     synthetic_sitting(tmp_path)
-    runs = {arm: vla_arms.read_arm(tmp_path / arm, arm) for arm in vla_arms.RL_ARMS}
+    runs = vla_arms.read_sitting(tmp_path, [0], list(vla_arms.RL_ARMS))
     summary = vla_arms.summarise(runs)
 
     assert summary["sft"]["held_out"]["point"] == pytest.approx(0.30)
@@ -130,6 +167,7 @@ def test_statistics_on_synthetic_episodes(tmp_path):
     assert wmrl["corrections"]["anchor_pairs"] == 40.0 and wmrl["corrections"]["denoise_weight"] == 2.0
     assert raw["corrections"]["anchor_pairs"] is None
     assert wmrl["curve"] == {"0": pytest.approx(0.30), "5": pytest.approx(0.65)}
+    assert wmrl["per_seed"]["0"]["held_out"] == pytest.approx(0.65)
     # the noisy evaluation, reported beside: SFT 0.40 -> 0.50 in every arm, paired; equal to sparse GRPO exactly
     assert summary["sft"]["held_out_noisy"]["point"] == pytest.approx(0.40)
     assert wmrl["held_out_noisy"]["point"] == pytest.approx(0.50) and wmrl["gain_over_sft_noisy"]["low"] > 0
@@ -137,27 +175,61 @@ def test_statistics_on_synthetic_episodes(tmp_path):
 
     bars = vla_arms.checks(summary)
     assert [ok for _, _, ok in bars] == [True, True]
-    assert wmrl["difference_to_sparse_budget"]["point"] == pytest.approx(0.20)
-    assert wmrl["difference_to_sparse_budget"]["low"] > 0
+    compared = vla_arms.comparisons(runs)
+    assert {(c["arm"], c["base"]) for c in compared} == {(a, b) for a, b, _ in vla_arms.COMPARISONS}
+    budget = comparison(compared, "wmrl", "sparse_budget")["difference"]
+    assert budget["point"] == pytest.approx(0.20) and budget["low"] > 0
     # WMRL against the raw world model, paired: 30 states more (0-4 and 40-64), none fewer; equal with the noise
-    assert wmrl["difference_to_raw_world_model"]["point"] == pytest.approx(0.30)
-    assert wmrl["difference_to_raw_world_model"]["low"] > 0.15
-    assert wmrl["difference_to_raw_world_model_noisy"] == {"point": 0.0, "low": 0.0, "high": 0.0}
+    raw_world_model = comparison(compared, "wmrl", "raw_world_model")
+    assert raw_world_model["difference"]["point"] == pytest.approx(0.30) and raw_world_model["difference"]["low"] > 0.15
+    assert raw_world_model["noisy"] == {"point": 0.0, "low": 0.0, "high": 0.0}
+    # the ablation: debiasing adds 5 states to the uncorrected mixture, denoising 2, debiasing beats denoising by 3
+    assert comparison(compared, "debias_only", "uncorrected")["difference"]["point"] == pytest.approx(0.05)
+    assert comparison(compared, "denoise_only", "uncorrected")["difference"]["point"] == pytest.approx(0.02)
+    assert comparison(compared, "debias_only", "denoise_only")["per_seed"]["0"]["point"] == pytest.approx(0.03)
+    assert math.isnan(comparison(compared, "wmrl", "uncorrected")["over_seeds"]["low"])  # one seed: no spread
     # the oracle: 27 states fewer than sparse GRPO, none more: a paired difference below 0
     oracle = summary["shaped_oracle"]["difference_to_sparse_grpo"]
     assert oracle["point"] == pytest.approx(-0.27) and oracle["high"] < 0
-    assert vla_arms.ordering(summary) == ("WMRL (anchors + debiasing + denoising) > GRPO, sparse success > "
-                                          "GRPO, sparse success, WMRL's real-label budget > GRPO, raw world model > "
-                                          "GRPO, a perfect progress model (the simulator's shaped dense reward) > "
-                                          "SFT only")
+    assert vla_arms.ordering(summary).startswith("WMRL (anchors + debiasing + denoising) > GRPO, sparse success > "
+                                                 "debiasing only")
+
+
+def test_seeds_pool_paired_on_seed_and_state(tmp_path):
+    """Two seeds with their own SFT starts: each arm's success pools seeds x states, a paired difference pairs
+    (seed, state) with (seed, state) and resamples states within seeds; per-seed points are kept."""
+    sft0, sft1 = [1.0] * 10 + [0.0] * 10, [0.0] * 20
+    write_run(tmp_path / "seed0" / "sparse_grpo", {0: sft0, 4: [1.0] * 20}, step_rows(4, 64, False))
+    write_run(tmp_path / "seed0" / "wmrl", {0: sft0, 4: [1.0] * 15 + [0.0] * 5}, step_rows(4, 8, True))
+    write_run(tmp_path / "seed1" / "sparse_grpo", {0: sft1, 4: [1.0] * 4 + [0.0] * 16}, step_rows(4, 64, False))
+    write_run(tmp_path / "seed1" / "wmrl", {0: sft1, 4: [1.0] * 6 + [0.0] * 14}, step_rows(4, 8, True))
+    runs = vla_arms.read_sitting(tmp_path, [0, 1], ["sparse_grpo", "wmrl"])
+    summary = vla_arms.summarise(runs)
+    assert summary["sft"]["held_out"]["point"] == pytest.approx(0.25)
+    assert summary["sft"]["per_seed"] == {"0": {"held_out": 0.5, "gain_over_sft": None, "difference_to_sparse_grpo": None},
+                                          "1": {"held_out": 0.0, "gain_over_sft": None, "difference_to_sparse_grpo": None}}
+    wmrl = summary["wmrl"]
+    assert wmrl["held_out"]["point"] == pytest.approx((15 + 6) / 40) and wmrl["episodes"] == 40
+    assert wmrl["gain_over_sft"]["point"] == pytest.approx((5 + 6) / 40)
+    # seed 0: -5 states; seed 1: +2 states: pooled -3/40, per seed -0.25 and +0.10
+    difference = wmrl["difference_to_sparse_grpo"]
+    assert difference["point"] == pytest.approx(-3 / 40) and difference["low"] < difference["point"] < difference["high"]
+    assert wmrl["per_seed"]["0"]["difference_to_sparse_grpo"]["point"] == pytest.approx(-0.25)
+    assert wmrl["per_seed"]["1"]["difference_to_sparse_grpo"]["point"] == pytest.approx(0.10)
+    assert wmrl["curve"] == {"0": pytest.approx(0.25), "4": pytest.approx(21 / 40)}
+    # over seeds: the seeds' own differences, -0.25 and +0.10, a Student-t interval around their mean
+    (over,) = [c["over_seeds"] for c in vla_arms.comparisons(runs)] or [None]
+    assert over is None  # (sparse_grpo, wmrl) is no comparison of COMPARISONS: only the table's columns pair them
+    with pytest.raises(ValueError, match="every seed needs the same arms"):
+        vla_arms.summarise({0: runs[0], 1: {"wmrl": runs[1]["wmrl"]}})
 
 
 def test_arms_that_started_from_different_policies_are_refused(tmp_path):
     synthetic_sitting(tmp_path)
     other = tmp_path / "other"
     write_run(other, {0: [0.0] * 100, 5: [1.0] * 100}, step_rows(5, 64, False))
-    runs = {"sparse_grpo": vla_arms.read_arm(tmp_path / "sparse_grpo", "sparse_grpo"),
-            "wmrl": vla_arms.read_arm(other, "wmrl")}
+    runs = {0: {"sparse_grpo": vla_arms.read_arm(tmp_path / "seed0" / "sparse_grpo", "sparse_grpo"),
+                "wmrl": vla_arms.read_arm(other, "wmrl")}}
     with pytest.raises(ValueError, match="started from different SFT policies"):
         vla_arms.summarise(runs)
 
@@ -179,15 +251,17 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     (results / "RESULTS-vla.md").write_text("old tables\n## Reading (by hand, 2026-12-02)\nkept\n")
     vla_arms.main(["--out", str(out), "--results", str(results), "--reuse"])
     report = json.loads((results / "results" / "vla-arms.json").read_text())
-    assert set(report["arms"]) == {"sft", "sparse_grpo", "raw_world_model", "wmrl", "sparse_budget", "shaped_oracle"}
+    assert set(report["arms"]) == {"sft", *vla_arms.RL_ARMS} and report["seeds"] == [0]
+    assert report["seed_flags"]["0"] == ["--seed_everything=0", "--data.init_args.demo_seed=100000"]
     assert [c["met"] for c in report["checks"]] == [True, True]
     assert report["arms"]["sparse_grpo"]["gain_over_sft"]["point"] == pytest.approx(0.30)
     text = (results / "RESULTS-vla.md").read_text()
     assert "| SFT only | 0.300" in text and "old tables" not in text and text.endswith("kept\n")
     assert "| SFT only | 0.400 [" in text  # the noisy evaluation's table
-    assert "One seed" in text and "sparse_grpo 1.0, 0.50 / 0.55 s" in text  # seeds, load and speed probe recorded
-    assert "arms read from an earlier sitting" in text
-    assert "WMRL against the raw world model (what the anchors and the two corrections add), paired: +0.300 [" in text
+    assert "1 seed(s): 0." in text and "load 1.0, probe 0.50 / 0.55 s" in text  # seeds, load and speed probe recorded
+    assert "8 of 8 runs read from disk (--reuse)" in text
+    assert "| wmrl - raw_world_model | what the anchors and both corrections add to the raw world model | +0.300 [" in text
+    assert "| - | +0.300 |" in text.split("wmrl - raw_world_model")[1].split("\n")[0]  # one seed: no spread
 
 
 def test_unknown_flags_are_refused_and_fit_flags_pass_through(tmp_path, capsys):
@@ -197,5 +271,9 @@ def test_unknown_flags_are_refused_and_fit_flags_pass_through(tmp_path, capsys):
     with pytest.raises(SystemExit):  # the diagnostic arm belongs to the ACT preset only
         vla_arms.main(["--out", str(tmp_path), "--preset", "smolvla", "--arms", "shaped_oracle"])
     assert "not an arm of --preset smolvla" in capsys.readouterr().err
-    command = vla_arms.arm_command(vla_arms.PRESETS["pusht"], "wmrl", tmp_path, ["--trainer.max_steps=3"])
+    with pytest.raises(SystemExit):
+        vla_arms.main(["--out", str(tmp_path), "--seeds", "1", "1"])
+    assert "--seeds must be distinct" in capsys.readouterr().err
+    command = vla_arms.arm_command(vla_arms.PRESETS["pusht"], "wmrl", tmp_path, ["--trainer.max_steps=3"], seed=1)
     assert command[-1] == "--trainer.max_steps=3" and str(ROOT / "configs/vla/arms/wmrl.yaml") in command
+    assert command[-3:-1] == ["--seed_everything=1", "--data.init_args.demo_seed=101000"]  # the user's flags win

@@ -82,6 +82,29 @@ def paired_gain(before: Samples, after: Samples, resamples: int = RESAMPLES, see
     return bootstrap_mean(dict(zip(tasks, deltas, strict=True)), resamples, seed)
 
 
+def seed_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean of per-seed values (e.g. each seed's paired difference) with a 95% Student-t interval over seeds.
+
+    The bootstraps above resample samples within tasks (or seeds): they measure the evaluation's noise for the runs
+    at hand. Training itself is random too; with a few seeds this interval is the one that says whether another
+    seed could flip a sign. ``nan`` bounds for fewer than two seeds.
+
+    >>> mean, low, high = seed_interval([0.10, 0.12, 0.08])
+    >>> round(mean, 3), round(low, 3), round(high, 3)
+    (0.1, 0.05, 0.15)
+    >>> seed_interval([0.3])[1] != seed_interval([0.3])[1]  # nan: one seed says nothing about the next
+    True
+    """
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    from scipy.stats import t
+
+    half = float(t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
 def describe_gain(gain: float, low: float, high: float, unchanged: bool) -> str:
     """What a paired gain says, in words a newcomer can act on.
 
