@@ -18,6 +18,7 @@ LOGPROB_TOLERANCE = 1e-3
 update recomputes for it (float32 on both sides; measured: 4e-5 at most over 512 tokens). GRPO's ratio is
 exp(difference), clipped at 1 +/- 0.2: a difference of 1e-3 moves it by 0.1%, a two-hundredth of the clip range, so
 the engine's arithmetic alone clips no token and leaves every importance weight within 0.1% of 1."""
+MARGIN_PROBABILITY = 0.9  # each target token, after training: far from a tie between two tokens
 
 
 def chat(tokenizer, text: str) -> list[int]:
@@ -54,19 +55,27 @@ def test_a_training_step_reaches_the_engine_before_the_next_generation(new_polic
     (before,) = engine.generate([prompt], greedy)
     assert list(before.token_ids) != target
 
-    # training steps on the LoRA adapter until the policy itself says the target greedily
+    # training steps on the LoRA adapter until the policy itself says the target greedily, each token with a clear
+    # margin: a bare argmax win can be a near-tie that the engine's own kernels (another summation order) break
+    # the other way (CI once saw token 3 flip), which would test arithmetic, not the weight sync
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-3)
     ids = torch.tensor([prompt + target])
-    for _ in range(60):
+
+    def target_probabilities() -> torch.Tensor:
+        logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+        return logits.softmax(-1).gather(-1, ids[0, len(prompt) :, None])[:, 0]
+
+    for _ in range(120):
         logits = policy(input_ids=ids).logits[0, len(prompt) - 1 : -1]
         loss = torch.nn.functional.cross_entropy(logits, ids[0, len(prompt) :])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        if logits.argmax(-1).tolist() == target:
-            break
+        with torch.no_grad():
+            if target_probabilities().min() > MARGIN_PROBABILITY:
+                break
     with torch.no_grad():
-        assert policy(input_ids=ids).logits[0, len(prompt) - 1 : -1].argmax(-1).tolist() == target
+        assert target_probabilities().min() > MARGIN_PROBABILITY
 
     (stale,) = engine.generate([prompt], greedy)
     assert stale.token_ids == before.token_ids  # not synced yet: the engine still serves the old adapter
