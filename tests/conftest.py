@@ -6,6 +6,7 @@ import os
 import shutil
 
 import pytest
+from sandbox_probe import bwrap_missing
 
 from wmrl.tasks.spec import TaskSpec
 
@@ -85,12 +86,6 @@ def tiny_model_dir(tmp_path_factory):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
-
-
-def bwrap_missing() -> str | None:
-    from wmrl.environments.sandbox.process import _probe
-
-    return _probe("bwrap")
 
 
 @pytest.fixture(scope="session")

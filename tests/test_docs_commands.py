@@ -4,6 +4,7 @@ commands, in a fresh copy of the repository), with this environment's ``wmrl`` o
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -105,6 +106,16 @@ def test_a_fresh_clone_runs_the_readmes_commands(tmp_path):
     run_block(docs_block("README.md", "docs-build"), clone, timeout=1800)
     assert (clone / "site" / "index.html").is_file() and (clone / "site" / "concepts.html").is_file()
     out = run_block(docs_block("README.md", "readme-main-job"), clone, timeout=3600).stdout
+    (clone / "readme-main-job.out").write_text(out)  # kept with the test's temp dir: what the README shows it print
     assert "training (real execution" in out and "held-out evaluation (real execution):" in out
     assert "gain over the start:" in out
     assert [line for line in out.splitlines() if line.startswith("step 3/3  reward ")]  # the plain progress lines
+
+    # the training guide's comparison of the trained policy with its base: the fit's own held-out samples, exactly
+    out = run_block(docs_block("docs/guides/training.md", "training-evaluate"), clone, timeout=1800).stdout
+    assert "runs/quickstart/checkpoints/last.ckpt - base: mean position" in " ".join(out.split())
+    fit = [json.loads(line) for line in (clone / "runs/quickstart/heldout.jsonl").read_text().splitlines()]
+    report = json.loads((clone / "runs/evaluate/quickstart/evaluation.json").read_text())
+    for policy, evaluation in zip(report["policies"], (fit[0], fit[-1]), strict=True):  # the start, the end
+        assert [t["task_id"] for t in policy["tasks"]] == [t["task_id"] for t in evaluation["tasks"]]
+        assert [t["positions"] for t in policy["tasks"]] == [t["positions"] for t in evaluation["tasks"]]

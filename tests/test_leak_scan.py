@@ -110,7 +110,7 @@ def _permissive_plan(sandbox, tmp_path):
 
 
 def test_the_scan_fails_on_a_planted_copy_and_the_allowlist_hides_it(tiny_suite, planted, tmp_path):
-    from conftest import bwrap_missing
+    from sandbox_probe import bwrap_missing
 
     if bwrap_missing():
         pytest.skip(f"no bubblewrap: {bwrap_missing()}")
@@ -128,7 +128,7 @@ def test_the_scan_fails_on_a_planted_copy_and_the_allowlist_hides_it(tiny_suite,
 
 
 def test_the_command_names_the_file_and_fails(tiny_suite, planted, tmp_path, monkeypatch, capsys):
-    from conftest import bwrap_missing
+    from sandbox_probe import bwrap_missing
 
     if bwrap_missing():
         pytest.skip(f"no bubblewrap: {bwrap_missing()}")
@@ -149,10 +149,11 @@ def test_the_command_names_the_file_and_fails(tiny_suite, planted, tmp_path, mon
 
 # -- every task, every file (CI) --------------------------------------------------------------------------------------
 def _documented_commands() -> list[str]:
-    """The leak-scan commands docs/security.md shows (its first bash block after "## The leak scan")."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
-    block = text.split("## The leak scan", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
-    return [line for line in block.strip().splitlines() if line.startswith("wmrl leak-scan")]
+    """The leak-scan commands docs/security.md shows (its block marked ``<!-- run: leak-scan -->``)."""
+    from docs_blocks import docs_block
+
+    return [line for line in docs_block("docs/security.md", "leak-scan").strip().splitlines()
+            if line.startswith("wmrl leak-scan")]
 
 
 @pytest.mark.slow

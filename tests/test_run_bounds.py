@@ -240,7 +240,7 @@ def test_the_cpu_budget_extends_the_deadline_by_starvation_only():
 
 # -- hosts without a cgroup for each run -------------------------------------------------------------------------------
 def test_without_cgroups_the_sandbox_says_so_once_and_training_refuses(tiny_suite, monkeypatch, caplog):
-    from conftest import bwrap_missing
+    from sandbox_probe import bwrap_missing
 
     if bwrap_missing():
         pytest.skip(f"no bubblewrap: {bwrap_missing()}")

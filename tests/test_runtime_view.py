@@ -239,7 +239,7 @@ if n > 0:
 def backend_factory(request, tmp_path):
     """Builds a fresh sandbox of each backend (a session's sandbox has the view of the session's start)."""
     if request.param == "process":
-        from conftest import bwrap_missing
+        from sandbox_probe import bwrap_missing
 
         if bwrap_missing():
             pytest.skip(f"no bubblewrap: {bwrap_missing()}")

@@ -56,7 +56,8 @@ class CpuBudget:
     Args:
         limit_s: the budget (CPU seconds where ``files`` count them, else wall seconds).
         files: the run's control group, or ``None`` (wall-clock budget only).
-        clock, delay: injectable for tests (``time.monotonic``, :func:`run_delay_seconds`).
+        clock: the clock, injectable for tests (``time.monotonic``).
+        delay: a thread's run delay, injectable for tests (:func:`run_delay_seconds`).
     """
 
     def __init__(
