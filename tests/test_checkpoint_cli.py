@@ -5,7 +5,7 @@ evaluate base CKPT` gives exactly the fit's own held-out samples for the start a
 The configs are the shipped quickstart with the debug overlay, the policy a tiny random Llama saved as a model
 directory (``--model.init_args.model DIR``: the path a user gives for their own model), so each command runs in
 seconds; its text is random, so the checks compare the samples' texts (same weights and seed: the same text).
-``tests/test_lifecycle_real.py`` runs the same commands with the default model (slow tier).
+``tests/test_docs_commands.py`` runs the same commands with the default model, as the docs show them (slow tier).
 """
 
 from __future__ import annotations

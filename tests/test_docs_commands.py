@@ -4,6 +4,7 @@ commands, in a fresh copy of the repository), with this environment's ``wmrl`` o
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -70,11 +71,22 @@ NEEDS_MODEL = pytest.mark.skipif(not _has_default_model(), reason="no llm-smollm
 @pytest.mark.slow
 @NEEDS_MODEL
 def test_the_training_and_report_guides(user_dir):
-    """One tiny step with the default model, its checkpoint evaluated, the same run logged to a file, its report."""
-    run_block(docs_block("docs/guides/training.md", "training-fast"), user_dir)
+    """One tiny step with the default model (its rollouts written by the policy and executed in the real sandbox,
+    GRPO's update, held-out evaluation before and after), its checkpoint evaluated, the same run logged to a file,
+    its report."""
+    out = run_block(docs_block("docs/guides/training.md", "training-fast"), user_dir).stdout
+    assert "held-out evaluation (real execution)" in out and "start:" in out and "step 1:" in out
+    assert "gain over the start: " in out and "95% interval" in out  # paired, same seeds
+    with open(user_dir / "runs/quickstart/csv/version_0/metrics.csv") as f:
+        step = next(r for r in csv.DictReader(f) if r.get("time/generate"))
+    assert float(step["time/generate"]) > 0 and float(step["anchor/executions"]) >= 1
+    # a closed block that ran (a crash scores 0.1, a valid submission more; unparsed code 0): graded for real,
+    # by the sandbox or from the execution log of an earlier identical run
+    assert float(step["rollout/code_block_rate"]) > 0 and float(step["reward/real_mean"]) > 0
     assert (user_dir / "runs/quickstart/checkpoints/last.ckpt").is_file()
     out = run_block(docs_block("docs/guides/training.md", "training-validate"), user_dir).stdout
     assert "heldout/score" in out
+    assert list((user_dir / "runs/quickstart/samples").glob("heldout_step1/*/0.py"))  # each sample's script, kept
     run_block(docs_block("docs/guides/report.md", "report-log"), user_dir)
     log = (user_dir / "log.txt").read_text().splitlines()  # Lightning's model summary comes first
     (start,) = [i for i, line in enumerate(log) if line.startswith("held-out start: score ")]
