@@ -94,3 +94,7 @@ class InitialStatesDataModule(pl.LightningDataModule):
 
     def val_dataloader(self):
         return torch.utils.data.DataLoader([self.heldout_task_ids], batch_size=None)
+
+    def test_dataloader(self):
+        """``wmrl test``: the held-out initial states, as validation."""
+        return self.val_dataloader()

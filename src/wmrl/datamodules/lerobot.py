@@ -15,42 +15,19 @@ real simulator. Each training step is one batch of ``groups_per_step`` task ids 
 from __future__ import annotations
 
 import json
-import random
 import time
 from pathlib import Path
 
-import lightning.pytorch as pl
-import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from wmrl.vla.episode import Episode, task_id
+from wmrl.datamodules.initial_states import InitialStatesDataModule, split_problems
+from wmrl.vla.episode import Episode
 from wmrl.vla.requirements import require_lerobot
 
 SIMULATOR_FIELDS = ("max_episode_steps", "success_threshold", "initial_states", "max_offset", "max_angle")
 
 
-class _Steps(torch.utils.data.IterableDataset):
-    """Batch ``k`` of the run (``k = 0, 1, ...``) is draw ``k % steps`` of epoch ``k // steps``'s seeded order,
-    so a resumed run (``start`` = the steps already taken) continues the uninterrupted run's sequence."""
-
-    def __init__(self, task_ids: list[str], groups: int, steps: int, seed: int) -> None:
-        self.task_ids, self.groups, self.steps, self.seed = task_ids, groups, steps, seed
-        self.start = 0
-
-    def __iter__(self):
-        epoch, skip = divmod(self.start, self.steps)
-        rng = random.Random(self.seed * 1_000_003 + epoch)
-        self.start = (epoch + 1) * self.steps
-        for index in range(self.steps):
-            draw = rng.sample(self.task_ids, self.groups)
-            if index >= skip:
-                yield draw
-
-    def __len__(self) -> int:
-        return self.steps
-
-
-class LeRobotVLADataModule(pl.LightningDataModule):
+class LeRobotVLADataModule(InitialStatesDataModule):
     """PushT demonstrations (a local LeRobotDataset) and the train / held-out initial states.
 
     Args:
@@ -88,46 +65,26 @@ class LeRobotVLADataModule(pl.LightningDataModule):
         steps_per_epoch: int = 4,
         seed: int = 0,
     ) -> None:
-        super().__init__()
         key = "data.init_args."
         checks = [
             (demonstrations >= 1, f"{key}demonstrations must be >= 1 (got {demonstrations})"),
-            (train_states >= 1, f"{key}train_states must be >= 1 (got {train_states})"),
-            (heldout_states >= 1, f"{key}heldout_states must be >= 1 (got {heldout_states})"),
-            (1 <= groups_per_step <= train_states,
-             f"{key}groups_per_step must be in [1, train_states={train_states}] (got {groups_per_step})"),
-            (group_size >= 2, f"{key}group_size must be >= 2 for group-relative advantages (got {group_size})"),
-            (steps_per_epoch >= 1, f"{key}steps_per_epoch must be >= 1 (got {steps_per_epoch})"),
             (not first_seed <= demo_seed < first_seed + train_states + heldout_states,
              f"{key}demo_seed must not fall among the training / held-out seeds "
              f"[{first_seed}, {first_seed + train_states + heldout_states})"),
         ]
-        problems = [message for ok, message in checks if not ok]
+        problems = split_problems(train_states, heldout_states, group_size, groups_per_step, steps_per_epoch)
+        problems += [message for ok, message in checks if not ok]
         if problems:
             raise ValueError("invalid LeRobotVLADataModule configuration:\n  - " + "\n  - ".join(problems))
+        super().__init__(train_states, heldout_states, first_seed, group_size, groups_per_step, steps_per_epoch, seed)
         if simulator is None:
             from wmrl.vla.simulator import PushTSimulator
 
             simulator = PushTSimulator()
         self.root, self.repo_id, self.simulator = Path(root), repo_id, simulator
         self.num_demonstrations, self.demo_seed, self.demo_noise, self.images = demonstrations, demo_seed, demo_noise, images
-        self.group_size, self.groups_per_step, self.steps_per_epoch, self.seed = group_size, groups_per_step, steps_per_epoch, seed
-        self.train_seeds = list(range(first_seed, first_seed + train_states))
-        self.heldout_seeds = list(range(first_seed + train_states, first_seed + train_states + heldout_states))
         self.dataset = None
         self._episodes: list[Episode] | None = None
-        self._steps = _Steps([task_id(s) for s in self.train_seeds], groups_per_step, steps_per_epoch, seed)
-
-    # names the CLI tests and the module read
-    @property
-    def train_tasks(self) -> list[str]:
-        return [task_id(s) for s in self.train_seeds]
-
-    @property
-    def heldout_task_ids(self) -> list[str]:
-        return [task_id(s) for s in self.heldout_seeds]
-
-    eval_task_ids = heldout_task_ids
 
     def recipe(self) -> dict:
         """What the stored demonstrations were generated with (a mismatch means a stale dataset)."""
@@ -182,20 +139,3 @@ class LeRobotVLADataModule(pl.LightningDataModule):
         if self._episodes is None:
             self.setup()
         return list(self._episodes)
-
-    def state_dict(self) -> dict:
-        """The training steps taken (one batch each), so a resumed run continues the same initial-state order."""
-        return {"steps_done": int(self.trainer.global_step) if self.trainer is not None else self._steps.start}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self._steps.start = int(state_dict["steps_done"])
-
-    def train_dataloader(self):
-        return torch.utils.data.DataLoader(self._steps, batch_size=None)
-
-    def val_dataloader(self):
-        return torch.utils.data.DataLoader([self.heldout_task_ids], batch_size=None)
-
-    def test_dataloader(self):
-        """``wmrl test``: the held-out initial states, as validation."""
-        return self.val_dataloader()
