@@ -89,10 +89,12 @@ def test_a_training_step_reaches_the_engine_before_the_next_generation(new_polic
     assert list(after.logprobs) == pytest.approx(expected, abs=LOGPROB_TOLERANCE)
 
 
-def test_seeded_sampling_reproduces_and_a_groups_rows_differ(new_policy, cpu_settings, quickstart_prompt):
+def test_seeded_sampling_reproduces_and_a_groups_rows_differ(new_policy, cpu_settings):
+    """An open prompt, so that two rows agree only if their seeds do: after the quickstart's prefilled code the
+    policy is peaked enough that two honest seeds can write the same 24 tokens (CI once saw two rows of four agree)."""
     policy, tokenizer = new_policy(adapter_scale=0.02)
     engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
-    group = [quickstart_prompt(tokenizer)] * 4
+    group = [chat(tokenizer, "Write one sentence about anything you like.")] * 4
     params = SamplingParams(max_new_tokens=24, temperature=1.0, seed=7, stop_after_code_block=False)
     first = [g.token_ids for g in engine.generate(group, params)]
     assert len(set(first)) == 4  # one prompt, four rollouts: each row has its own seed
