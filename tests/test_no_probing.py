@@ -36,6 +36,7 @@ from wmrl.types import (
     ShowsStarter,
     Simulator,
     TaskEnvironment,
+    TaskGrader,
     WorldModel,
 )
 from wmrl.vla.bandit import LinearGaussianPolicy
@@ -119,9 +120,9 @@ def test_types_lists_every_contract():
                  if isinstance(value, type) and value.__module__ == "wmrl.types" and value.__dict__.get("_is_protocol")}
     assert len(protocols) >= 20
     assert protocols <= set(wmrl.types.__all__), f"missing from wmrl.types.__all__: {protocols - set(wmrl.types.__all__)}"
-    assert {".prompt", ".grade", ".fit_demonstrations"} <= {
-        f".{name}" for protocol in (TaskEnvironment, EpisodeGrader, LearnsFromDemonstrations)
-        for name in vars(protocol) if not name.startswith("_")}
+    assert {".prompt", ".grade", ".fit_demonstrations", ".__call__"} <= {
+        f".{name}" for protocol in (TaskEnvironment, EpisodeGrader, LearnsFromDemonstrations, TaskGrader)
+        for name in vars(protocol) if not name.startswith("_") or name == "__call__"}
 
 
 # -- the shipped plug-ins satisfy their contracts --------------------------------------------------------------

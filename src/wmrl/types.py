@@ -379,6 +379,16 @@ class LanguageModelBackend(Protocol):
         ...
 
 
+@runtime_checkable
+class TaskGrader(Protocol):
+    """A task author's grader (the ``grade`` function a folder task's ``grade.py`` names, MLE-bench's convention):
+    the submission (a DataFrame) against the hidden answers (a DataFrame, or a list of records for ``.jsonl``
+    answers) -> the score; raises ``InvalidSubmissionError`` for a submission it refuses. Run in a process of its
+    own by :mod:`wmrl.tasks.grade_runner`."""
+
+    def __call__(self, submission: Any, answers: Any) -> float: ...
+
+
 # -- the VLA domain's contracts ----------------------------------------------------------------------------
 @runtime_checkable
 class EpisodeGrader(Protocol):
@@ -542,7 +552,7 @@ __all__ = [
     # environments and world models, both domains
     "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
     "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "LanguageModelBackend",
-    "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
+    "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
     # policies, generation, data
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
     # what refuses a plug-in that lacks a member
