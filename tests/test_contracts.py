@@ -43,8 +43,7 @@ def test_engines_and_backends_are_typed_plug_ins():
 
     assert isinstance(HFWorldModelBackend(), LanguageModelBackend)
     assert isinstance(VLLMWorldModelBackend(), LanguageModelBackend)  # no vllm needed until it answers
-    # a Protocol with attributes refuses issubclass(): the engines subclass it for its defaults
-    assert GenerationEngine in HFGenerationEngine.__mro__ and GenerationEngine in VLLMGenerationEngine.__mro__
+    assert issubclass(HFGenerationEngine, GenerationEngine) and issubclass(VLLMGenerationEngine, GenerationEngine)
     assert (HFGenerationEngine.exact_with_top_p, HFGenerationEngine.runs_under_fsdp) == (True, True)
     assert (VLLMGenerationEngine.exact_with_top_p, VLLMGenerationEngine.runs_under_fsdp) == (False, False)
 

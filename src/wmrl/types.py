@@ -14,9 +14,10 @@ task's prompt and may show a starter, :class:`ShowsStarter`); a :class:`WorldMod
 by a :class:`GenerationEngine`. The VLA domain: a :class:`Simulator` plays and grades episodes (an
 :class:`EpisodeGrader`), an :class:`EpisodeWorldModel` grades them instead, a :class:`ChunkPolicy` acts (Gaussian or
 not), a :class:`DemonstrationData` data module carries the demonstrations that a :class:`LearnsFromDemonstrations`
-world model and a :class:`ClonesBehaviour` module learn from. They are runtime-checkable protocols: a class conforms
-by having the members, no base class needed; the modules check their plug-ins at construction and name the config
-key and the missing members (:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model.
+world model and a :class:`ClonesBehaviour` module learn from. They are runtime-checkable protocols (the engine
+excepted, a base class: see :class:`GenerationEngine`): a class conforms by having the members, no base class needed;
+the modules check their plug-ins at construction and name the config key and the missing members
+(:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model.
 """
 
 from __future__ import annotations
@@ -498,10 +499,11 @@ class AdapterPolicy(LanguagePolicy, Protocol):
     def disable_adapter(self) -> Any: ...
 
 
-@runtime_checkable
-class GenerationEngine(Protocol):
+class GenerationEngine(abc.ABC):
     """Samples from the *current* policy (``model.init_args.engine``: :class:`~wmrl.generation.hf.HFGenerationEngine`
-    or :class:`~wmrl.generation.vllm.VLLMGenerationEngine`). Engines subclass it for the defaults below.
+    or :class:`~wmrl.generation.vllm.VLLMGenerationEngine`). The one contract that is a base class, not a Protocol:
+    ``model.init_args.engine`` is a ``class_path`` that jsonargparse resolves with ``issubclass``, which a Protocol
+    with attributes refuses; engines subclass it (for the defaults below too).
 
     ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
     sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
@@ -536,7 +538,8 @@ class GenerationEngine(Protocol):
 
 
 def missing_members(plugin: Any, protocol: type) -> str:
-    """The members of ``protocol`` that ``plugin`` lacks, for the error that refuses it ("nothing" if none).
+    """The members of ``protocol`` (a runtime-checkable Protocol) that ``plugin`` lacks, for the error that refuses
+    it ("nothing" if none).
 
     >>> missing_members(object(), EpisodeGrader)
     'grade'

@@ -203,8 +203,8 @@ class GRPOModule(RLModule):
             return HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=batch_size)
         built = engine(self.policy, self.tokenizer)
         if not isinstance(built, GenerationEngine):
-            raise TypeError(f"model.init_args.engine must build a wmrl.types.GenerationEngine; "
-                            f"{type(built).__name__} lacks {missing_members(built, GenerationEngine)}")
+            raise TypeError(f"model.init_args.engine must build a wmrl.types.GenerationEngine subclass "
+                            f"(got {type(built).__name__})")
         return built
 
     def on_fit_start(self) -> None:
