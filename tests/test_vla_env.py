@@ -114,7 +114,7 @@ class SquashedWorldModel:
 
 
 class LinearChunkPolicy(torch.nn.Module):
-    chunk_size, n_action_steps = 4, 4
+    chunk_size, n_action_steps, gaussian = 4, 4, True
 
     def __init__(self) -> None:
         super().__init__()
@@ -124,6 +124,14 @@ class LinearChunkPolicy(torch.nn.Module):
     def mean_chunk(self, obs):
         x = torch.cat([obs["observation.state"], obs["observation.environment_state"]], 1)
         return self.head(x).view(-1, 4, 2) * 0.0 + self.head.bias.view(1, 4, 2)
+
+    def per_sample_loss(self, obs, chunk, std):
+        from wmrl.algorithms.gaussian import chunk_nll
+
+        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)
+
+    def bc_loss(self, obs, chunk, is_pad):
+        raise AssertionError("this test starts from the given policy: no behaviour cloning")
 
 
 class SeedsData(pl.LightningDataModule):

@@ -14,6 +14,7 @@ and the two gated turns answered 0.0 like every shipped world model's gate.
 from __future__ import annotations
 
 import math
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +68,7 @@ def check_environment(environment: Any, task_id: str = "smoke_iris", source: Sou
         return report
     if not isinstance(outcomes, list) or len(outcomes) != len(requests):
         report.problems.append(f"step_many must return a list of one Outcome per request ({len(requests)}), got "
-                               f"{type(outcomes).__name__} of {len(outcomes) if hasattr(outcomes, '__len__') else '?'}")
+                               f"{type(outcomes).__name__} of {len(outcomes) if isinstance(outcomes, Sized) else '?'}")
         return report
     report.outcomes = outcomes
     for i, outcome in enumerate(outcomes):

@@ -4,24 +4,37 @@ An :class:`Outcome` is what an environment (the real sandbox or a world model) s
 ``reward`` follows the ladder of docs/concepts.md; ``None`` means *missing* (an infrastructure failure),
 which is excluded from its group and never counted as 0.
 
-The contracts (at the end): an :class:`Environment` answers :class:`StepRequest` s with outcomes; a world model is
-an environment whose ``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a
-world model has them (:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`,
-:class:`ComparesWithStarter`, :class:`Checkpointable`). They are runtime-checkable protocols: a class conforms by
-having the methods, no base class needed; ``wmrl.testing.check_world_model`` checks one against them. An LM world
-model runs its language model on a :class:`LanguageModelBackend` (transformers or vLLM, chosen by ``class_path``).
+The contracts (at the end), every plug-in point of both domains, listed in ``__all__``: an :class:`Environment`
+answers :class:`StepRequest` s with outcomes (the AutoResearch real one, a :class:`TaskEnvironment`, also writes the
+task's prompt and may show a starter, :class:`ShowsStarter`); a :class:`WorldModel` is an environment whose
+``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a world model has them
+(:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`, :class:`ComparesWithStarter`,
+:class:`Checkpointable`, :class:`ReportsMetrics`). An LM world model runs its language model on a
+:class:`LanguageModelBackend`; the policy is a :class:`LanguagePolicy` (an :class:`AdapterPolicy` with LoRA) sampled
+by a :class:`GenerationEngine`. The VLA domain: a :class:`Simulator` plays and grades episodes (an
+:class:`EpisodeGrader`), an :class:`EpisodeWorldModel` grades them instead, a :class:`ChunkPolicy` acts (Gaussian or
+not), a :class:`DemonstrationData` data module carries the demonstrations that a :class:`LearnsFromDemonstrations`
+world model and a :class:`ClonesBehaviour` module learn from. They are runtime-checkable protocols (the engine
+excepted, a base class: see :class:`GenerationEngine`): a class conforms by having the members, no base class needed;
+the modules check their plug-ins at construction and name the config key and the missing members
+(:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model.
 """
 
 from __future__ import annotations
 
+import abc
 import enum
 import math
+import sys
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
+
+    from wmrl.generation.engine import Generation, SamplingParams
 
 
 class Status(str, enum.Enum):
@@ -248,9 +261,6 @@ class RolloutPlan:
         return [e == "real" for e in self.environments]
 
 
-__all__ = ["Outcome", "RolloutBatch", "RolloutPlan", "Source", "Status", "Trajectory", "Turn"]
-
-
 # -- the contracts -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StepRequest:
@@ -270,6 +280,20 @@ class Environment(Protocol):
     source: Source
 
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]: ...
+
+
+@runtime_checkable
+class TaskEnvironment(Environment, Protocol):
+    """The AutoResearch real environment (``model.init_args.environment``): it also writes each task's first
+    prompt, the task card the agent starts from (:class:`~wmrl.environments.real.SandboxEnvironment`)."""
+
+    def prompt(self, task_id: str) -> str: ...
+
+
+@runtime_checkable
+class WorldModel(Environment, Protocol):
+    """An AutoResearch world model (``WorldModelReward(world_model=...)``): an environment whose ``source`` is
+    ``Source.WORLD_MODEL``; what else it can do is declared by the small capability protocols below."""
 
 
 @runtime_checkable
@@ -354,3 +378,186 @@ class LanguageModelBackend(Protocol):
                  seed: int) -> list[str]:
         """One sampled answer per prompt (a ``generate``-mode world model's JSON)."""
         ...
+
+
+@runtime_checkable
+class TaskGrader(Protocol):
+    """A task author's grader (the ``grade`` function a folder task's ``grade.py`` names, MLE-bench's convention):
+    the submission (a DataFrame) against the hidden answers (a DataFrame, or a list of records for ``.jsonl``
+    answers) -> the score; raises ``InvalidSubmissionError`` for a submission it refuses. Run in a process of its
+    own by :mod:`wmrl.tasks.grade_runner`."""
+
+    def __call__(self, submission: Any, answers: Any) -> float: ...
+
+
+# -- the VLA domain's contracts ----------------------------------------------------------------------------
+@runtime_checkable
+class EpisodeGrader(Protocol):
+    """What grades played episodes (:class:`~wmrl.vla.episode.Episode`): one outcome per episode, in order. The
+    simulator grades by sparse success (``source`` real), a VLA world model by its prediction (``source``
+    world model); ``DistortedOracle(oracle=...)`` distorts any grader's true reward."""
+
+    def grade(self, episodes: Sequence[Any]) -> list[Outcome]: ...
+
+
+@runtime_checkable
+class Simulator(EpisodeGrader, Protocol):
+    """The VLA real environment (``model.init_args.simulator``: :class:`~wmrl.vla.simulator.PushTSimulator`,
+    :class:`~wmrl.vla.libero.LiberoSimulator`, :class:`~wmrl.vla.bandit.TargetBandit`): plays one episode per
+    initial-state seed with a controller (the policy's chunks plus exploration noise) and grades them.
+    ``success_threshold`` is the reward counted as a success (recorded with anchor episodes)."""
+
+    source: Source
+    success_threshold: float
+
+    def play(self, seeds: Sequence[int], controller: Any, n_action_steps: int = 1, frames: list | None = None,
+             max_steps: int | None = None) -> list[Any]: ...
+
+
+@runtime_checkable
+class EpisodeWorldModel(EpisodeGrader, GradesTrajectories, Protocol):
+    """A VLA world model (``WorldModelReward(world_model=...)`` on the VLA path): grades the episodes of its groups
+    and side-grades anchor trajectories; ``source`` is ``Source.WORLD_MODEL``."""
+
+    source: Source
+
+
+@runtime_checkable
+class LearnsFromDemonstrations(Protocol):
+    """A VLA environment trained on the demonstrations before RL (the progress world model): returns the last
+    training loss (NaN when it loaded a pretrained checkpoint instead). ``VLAGRPOModule.on_fit_start`` calls it on
+    every environment that has it."""
+
+    def fit_demonstrations(self, demonstrations: Sequence[Any]) -> float: ...
+
+
+@runtime_checkable
+class DemonstrationData(Protocol):
+    """A VLA data module (``data:``, :class:`~wmrl.datamodules.lerobot.LeRobotVLADataModule`) that carries the
+    demonstrations: what behaviour cloning and the world model learn from, recorded on the module's simulator
+    (``check_simulator`` refuses another one), and the held-out initial states."""
+
+    heldout_task_ids: Sequence[str]
+
+    def demonstrations(self) -> list[Any]: ...
+
+    def check_simulator(self, simulator: Any) -> None: ...
+
+
+@runtime_checkable
+class ChunkPolicy(Protocol):
+    """A VLA policy (``model.init_args.policy_instance``, or the LeRobot one built from ``model.init_args.policy``):
+    an ``nn.Module`` predicting action chunks ``[B, H, 2]`` in the normalised action space.
+
+    ``gaussian``: True for a Gaussian policy around ``mean_chunk`` (ACT): the module computes the per-sample NLL
+    from the differentiable mean and has a closed-form KL to the reference; False for a policy that gives its own
+    per-sample loss and has no KL term (SmolVLA's flow matching). ``bc_loss`` is the supervised loss of
+    behaviour cloning; ``per_sample_loss`` ``[B]`` the loss the GRPO advantage weights."""
+
+    chunk_size: int
+    n_action_steps: int
+    gaussian: bool
+
+    def parameters(self, recurse: bool = True) -> Any: ...
+
+    def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor: ...
+
+    def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class ClonesBehaviour(Protocol):
+    """A module with an SFT stage (:class:`~wmrl.modules.vla_grpo.VLAGRPOModule`), run by
+    :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` on the successful demonstrations; returns the last loss."""
+
+    def demonstrations(self) -> list[Any]: ...
+
+    def behaviour_cloning(self, demonstrations: list[Any], steps: int, batch_size: int, lr: float) -> float: ...
+
+
+# -- the AutoResearch domain's policy and generation ---------------------------------------------------------
+@runtime_checkable
+class LanguagePolicy(Protocol):
+    """The AutoResearch policy (``GRPOModule(policy=(model, tokenizer))``, else loaded from ``model.init_args.model``):
+    a causal language model whose forward takes ``input_ids`` / ``attention_mask`` and returns ``.logits``
+    ``[B, L, V]``."""
+
+    def parameters(self, recurse: bool = True) -> Any: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class AdapterPolicy(LanguagePolicy, Protocol):
+    """A policy with a LoRA adapter (a peft model): its base weights, with the adapter disabled, are the frozen
+    reference policy and the policy-sharing world model (:func:`wmrl.models.is_peft_model`)."""
+
+    peft_config: dict
+
+    def disable_adapter(self) -> Any: ...
+
+
+class GenerationEngine(abc.ABC):
+    """Samples from the *current* policy (``model.init_args.engine``: :class:`~wmrl.generation.hf.HFGenerationEngine`
+    or :class:`~wmrl.generation.vllm.VLLMGenerationEngine`). The one contract that is a base class, not a Protocol:
+    ``model.init_args.engine`` is a ``class_path`` that jsonargparse resolves with ``issubclass``, which a Protocol
+    with attributes refuses; engines subclass it (for the defaults below too).
+
+    ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
+    sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
+    old log-probs for the same temperature-scaled policy in the loss.
+
+    What a trainer must know of an engine (class attributes): ``exact_with_top_p``: its log-probs are the full
+    distribution's even when ``top_p < 1`` truncates sampling (the transformers engine's are; vLLM's are taken
+    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded.
+    """
+
+    exact_with_top_p: bool = True
+    runs_under_fsdp: bool = True
+    #: token positions its forward passes computed, padding included (a running count; the module logs the
+    #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
+    tokens_run: int = 0
+
+    @abc.abstractmethod
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt (prompts are token ids, chat template already applied)."""
+
+    def sync_weights(self) -> None:
+        """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
+
+    def close(self) -> None:
+        """Release what the engine holds outside this process's Python objects (vLLM: its engine processes and
+        their memory). The module calls it at the end of ``fit``, ``validate`` and ``test``; a later
+        :meth:`generate` starts again. A no-op for an engine that shares the policy's weights."""
+
+    def metrics(self) -> dict[str, float]:
+        """What the last :meth:`sync_weights` measured, logged with the step (e.g. ``canary/engine_change``)."""
+        return {}
+
+
+def missing_members(plugin: Any, protocol: type) -> str:
+    """The members of ``protocol`` (a runtime-checkable Protocol) that ``plugin`` lacks, for the error that refuses
+    it ("nothing" if none).
+
+    >>> missing_members(object(), EpisodeGrader)
+    'grade'
+    """
+    members = protocol.__protocol_attrs__ if sys.version_info >= (3, 12) else typing._get_protocol_attrs(protocol)
+    return ", ".join(sorted(name for name in members if name not in dir(plugin))) or "nothing"
+
+
+#: the records and every plug-in contract (``tests/test_no_probing.py`` checks the shipped plug-ins against them)
+__all__ = [
+    # records
+    "Outcome", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
+    # environments and world models, both domains
+    "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
+    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "LanguageModelBackend",
+    "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
+    # policies, generation, data
+    "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
+    # what refuses a plug-in that lacks a member
+    "missing_members",
+]

@@ -29,10 +29,10 @@ class PolicyAtTrainStart(pl.Callback):
 
 
 def untrained_policy():
-    from wmrl.vla.policy import PolicySettings, VLAPolicy
+    from wmrl.vla.policy import PolicySettings, build_policy
 
     torch.manual_seed(0)
-    return VLAPolicy(PolicySettings(**POLICY))
+    return build_policy(PolicySettings(**POLICY))
 
 
 def fit(run_dir, demos_root, warm_start, policy_instance, max_steps=1, ckpt_path=None):

@@ -82,7 +82,7 @@ class SandboxEnvironment:
         if not sandbox.hides_answers and not allow_weak_isolation:
             raise ValueError(
                 f"model.init_args.environment.init_args.sandbox: {type(sandbox).__name__} "
-                f"({getattr(sandbox, 'description', sandbox.name)}) "
+                f"({sandbox.description or sandbox.name}) "
                 "runs solutions as the host user on the host filesystem, where they can read the hidden answers "
                 "and forge the execution log. Install bubblewrap (apt-get install bubblewrap) or use the docker "
                 "sandbox (wmrl.environments.sandbox.docker.DockerSandbox); pass "
@@ -91,7 +91,7 @@ class SandboxEnvironment:
         if not sandbox.bounds_each_run and not allow_weak_bounds:
             raise ValueError(
                 f"model.init_args.environment.init_args.sandbox: {type(sandbox).__name__} cannot give each run its "
-                f"own control group here ({getattr(sandbox, 'no_cgroup_reason', 'no cgroup')}), so a run's memory "
+                f"own control group here ({sandbox.no_cgroup_reason}), so a run's memory "
                 "is bounded per process only and its CPU not at all. Run as root, give wmrl a delegated cgroup v2 "
                 "(systemd-run --scope -p Delegate=yes ..., or WMRL_CGROUP=DIR) or use the docker sandbox; pass "
                 "model.init_args.environment.init_args.allow_weak_bounds=true to accept the weaker bounds."
@@ -191,7 +191,7 @@ class SandboxEnvironment:
         # The backend and its isolation are part of the key: an outcome seen under one sandbox is not
         # another's (limits and isolation differ), and a record from a weakly isolated run is never served to a
         # strongly isolated one.
-        backend = f"{self.sandbox.name}/{getattr(self.sandbox, 'description', '')}"
+        backend = f"{self.sandbox.name}/{self.sandbox.description}"
         return cache_key(task.id, task.data_hash, script, (limits.timeout_s, limits.memory_mb), backend)
 
     def close(self) -> None:

@@ -1,13 +1,13 @@
-"""The generation engine interface (sample continuations of token prompts with behaviour log-probs) and what every
+"""The generation engine's records (sample continuations of token prompts with behaviour log-probs) and what every
 engine shares: the code fences a turn stops at and the end-of-sequence ids (torch-free, so vLLM's engine needs no
 import of the transformers one)."""
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from wmrl.types import GenerationEngine as GenerationEngine  # the contract lives in wmrl.types; re-exported
 
 FinishReason = Literal["stop", "length"]
 OPEN_FENCE = "```python"  # a turn's code block opens with this ...
@@ -66,41 +66,6 @@ class Generation:
                 f"Generation.logprobs must have one entry per token: expected {len(self.token_ids)}, "
                 f"got {len(self.logprobs)}"
             )
-
-
-class GenerationEngine(abc.ABC):
-    """Samples from the *current* policy.
-
-    ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
-    sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
-    old log-probs for the same temperature-scaled policy in the loss.
-
-    What a trainer must know of an engine (class attributes): ``exact_with_top_p``: its log-probs are the full
-    distribution's even when ``top_p < 1`` truncates sampling (the transformers engine's are; vLLM's are taken
-    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded.
-    """
-
-    exact_with_top_p: bool = True
-    runs_under_fsdp: bool = True
-    #: token positions its forward passes computed, padding included (a running count; the module logs the
-    #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
-    tokens_run: int = 0
-
-    @abc.abstractmethod
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
-        """One continuation per prompt (prompts are token ids, chat template already applied)."""
-
-    def sync_weights(self) -> None:
-        """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
-
-    def close(self) -> None:
-        """Release what the engine holds outside this process's Python objects (vLLM: its engine processes and
-        their memory). The module calls it at the end of ``fit``, ``validate`` and ``test``; a later
-        :meth:`generate` starts again. A no-op for an engine that shares the policy's weights."""
-
-    def metrics(self) -> dict[str, float]:
-        """What the last :meth:`sync_weights` measured, logged with the step (e.g. ``canary/engine_change``)."""
-        return {}
 
 
 def closes_code_block(text: str) -> bool:

@@ -45,9 +45,9 @@ class HFWorldModelBackend:
         """The model as the frozen world model: a PEFT adapter disabled, no gradients."""
         import torch
 
-        if hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config"):
-            from wmrl.models import reference_mode
+        from wmrl.models import is_peft_model, reference_mode
 
+        if is_peft_model(self.model):
             return reference_mode(self.model)
         return torch.no_grad()
 

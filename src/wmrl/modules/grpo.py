@@ -38,12 +38,20 @@ from wmrl.algorithms.grpo import (
     token_logprobs,
 )
 from wmrl.evaluation import mean_summary, sample_record, task_summary, write_samples
-from wmrl.generation.engine import GenerationEngine
-from wmrl.models import LoraSettings
+from wmrl.models import LoraSettings, is_peft_model
 from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
 from wmrl.modules.base import EVAL_FILE, RLModule
 from wmrl.rollout.agent import AgentLoop, AgentSettings, Prefill, RolloutState
-from wmrl.types import RolloutBatch, RolloutPlan, Source, Status
+from wmrl.types import (
+    GenerationEngine,
+    RolloutBatch,
+    RolloutPlan,
+    ShowsStarter,
+    Source,
+    Status,
+    TaskEnvironment,
+    missing_members,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +157,7 @@ class GRPOModule(RLModule):
             from wmrl.models import load_policy
 
             self.policy, self.tokenizer = load_policy(model, lora, dtype=dtype)
-        self.uses_lora = hasattr(self.policy, "disable_adapter") and hasattr(self.policy, "peft_config")
+        self.uses_lora = is_peft_model(self.policy)
         self._frozen_reference = None
         if kl_coef > 0 and not self.uses_lora:
             from wmrl.models import frozen_copy
@@ -159,6 +167,10 @@ class GRPOModule(RLModule):
             from wmrl.environments.real import SandboxEnvironment
 
             environment = SandboxEnvironment()
+        if not isinstance(environment, TaskEnvironment):
+            raise TypeError(f"model.init_args.environment must be a wmrl.types.TaskEnvironment (source, step_many, "
+                            f"prompt); {type(environment).__name__} lacks "
+                            f"{missing_members(environment, TaskEnvironment)}")
         self.environments = {"real": environment}
         self.engine = self._build_engine(engine, generation_batch_size)
         if not self.engine.exact_with_top_p and top_p != 1:
@@ -191,7 +203,7 @@ class GRPOModule(RLModule):
             return HFGenerationEngine(self.policy, self.tokenizer, max_batch_size=batch_size)
         built = engine(self.policy, self.tokenizer)
         if not isinstance(built, GenerationEngine):
-            raise TypeError(f"model.init_args.engine must build a wmrl.generation.engine.GenerationEngine "
+            raise TypeError(f"model.init_args.engine must build a wmrl.types.GenerationEngine subclass "
                             f"(got {type(built).__name__})")
         return built
 
@@ -227,7 +239,7 @@ class GRPOModule(RLModule):
             env = self.environments[env_name]
             real = self.environments["real"]
             prompt = real.prompt(task_id)
-            starter = real.starter(task_id) if hasattr(real, "starter") else None
+            starter = real.starter(task_id) if isinstance(real, ShowsStarter) else None
             states += [agent.start(task_id, group, prompt, env, starter) for _ in range(plan.group_size)]
         before = self.engine.tokens_run
         for key, seconds in agent.run(states, seed=seed).items():

@@ -46,9 +46,18 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.gaussian import chunk_nll, gaussian_kl, policy_gradient_loss
 from wmrl.modules.base import EVAL_FILE, RLModule
-from wmrl.types import RolloutBatch, RolloutPlan, Source, Turn
-from wmrl.vla.episode import Episode, EpisodeTrajectory, seed_of
-from wmrl.vla.policy import PolicySettings, VLAPolicy, observation_batch, to_pixels
+from wmrl.types import (
+    ChunkPolicy,
+    DemonstrationData,
+    LearnsFromDemonstrations,
+    RolloutBatch,
+    RolloutPlan,
+    Simulator,
+    Source,
+    missing_members,
+)
+from wmrl.vla.episode import Episode, EpisodeTrajectory, episode_turn, seed_of
+from wmrl.vla.policy import PolicySettings, build_policy, observation_batch, to_pixels
 from wmrl.vla.reward_model import normalise
 
 EVAL_NOISE_SEED = 10_000_019  # the noisy held-out episodes' generator: seed + this, beyond any step's or rank's seed
@@ -60,7 +69,7 @@ warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual opt
 class PolicyController:
     """Drives the simulator with the policy: its action chunk plus Gaussian exploration noise."""
 
-    def __init__(self, policy: VLAPolicy, std: float, generator: torch.Generator | None) -> None:
+    def __init__(self, policy: ChunkPolicy, std: float, generator: torch.Generator | None) -> None:
         self.policy, self.std, self.generator = policy, std, generator
 
     def reset(self, count: int) -> None:
@@ -97,8 +106,8 @@ class VLAGRPOModule(RLModule):
             shared 2-core machine (measured 0.02 s vs 0.3 s per batch-64 step).
         seed: seeds exploration noise (step ``s`` uses ``seed + s``), evaluation and the order of the
             behaviour-cloning batches.
-        policy_instance: an in-process policy object instead of building ``policy`` (tests, notebooks): any
-            ``nn.Module`` with ``mean_chunk(obs)``, ``chunk_size`` and ``n_action_steps``.
+        policy_instance: an in-process policy object instead of building ``policy`` (tests, notebooks): an
+            ``nn.Module`` that is a :class:`wmrl.types.ChunkPolicy`.
     """
 
     def __init__(
@@ -130,6 +139,14 @@ class VLAGRPOModule(RLModule):
             (policy.type != "smolvla" or kl_coef == 0,
              f"{key}kl_coef must be 0 for {key}policy.type smolvla (got {kl_coef}): a flow-matching policy has no "
              "closed-form KL to its reference; its update is the advantage-weighted flow-matching loss"),
+            (simulator is None or isinstance(simulator, Simulator),
+             f"{key}simulator must be a wmrl.types.Simulator (source, success_threshold, play(seeds, controller, "
+             f"n_action_steps), grade(episodes)); {type(simulator).__name__} lacks "
+             f"{missing_members(simulator, Simulator)}"),
+            (policy_instance is None or isinstance(policy_instance, ChunkPolicy),
+             f"{key}policy_instance must be a wmrl.types.ChunkPolicy (chunk_size, n_action_steps, gaussian, "
+             f"mean_chunk, per_sample_loss, bc_loss); {type(policy_instance).__name__} lacks "
+             f"{missing_members(policy_instance, ChunkPolicy)}"),
         ]
         problems += [message for ok, message in checks if not ok]
         if problems:
@@ -144,10 +161,10 @@ class VLAGRPOModule(RLModule):
         self.simulator = simulator
         self.environments: dict[str, Any] = {"real": simulator}
         self.settings = policy
-        self.policy: VLAPolicy | None = policy_instance  # else built in configure_model (imports LeRobot)
+        self.policy: ChunkPolicy | None = policy_instance  # else built in configure_model (imports LeRobot)
         self._starts_trained = policy_instance is not None or policy.pretrained_path is not None
         self.cloned_steps = 0  # behaviour-cloning steps taken (by BehaviourCloningWarmStart)
-        self._reference: list[VLAPolicy] = []  # a list: not a submodule (checkpointed by on_save_checkpoint)
+        self._reference: list[ChunkPolicy] = []  # a list: not a submodule (checkpointed by on_save_checkpoint)
         self._reference_state: dict | None = None  # the SFT reference of a resumed run, until on_fit_start
         self.eval_history: list[tuple[str, float]] = []
 
@@ -158,7 +175,7 @@ class VLAGRPOModule(RLModule):
         if self.policy is not None:
             return
         torch.manual_seed(self.hparams.seed)
-        self.policy = VLAPolicy(self.settings)
+        self.policy = build_policy(self.settings)
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.policy.parameters(), lr=self.hparams.lr)
@@ -167,8 +184,9 @@ class VLAGRPOModule(RLModule):
     def demonstrations(self) -> list[Episode]:
         """The data module's demonstration episodes, after checking that its simulator is this module's."""
         datamodule = self.trainer.datamodule
-        if datamodule is None or not hasattr(datamodule, "demonstrations"):
-            raise ValueError("VLAGRPOModule needs a data module with demonstrations (data: LeRobotVLADataModule)")
+        if not isinstance(datamodule, DemonstrationData):
+            raise ValueError("VLAGRPOModule needs a data module with demonstrations (data: LeRobotVLADataModule, a "
+                             f"wmrl.types.DemonstrationData); got {type(datamodule).__name__}")
         datamodule.check_simulator(self.simulator)
         return datamodule.demonstrations()
 
@@ -188,7 +206,7 @@ class VLAGRPOModule(RLModule):
             self._reference_state = None
         self._reference = [reference]
         for name, env in self.environments.items():
-            if hasattr(env, "fit_demonstrations"):
+            if isinstance(env, LearnsFromDemonstrations):
                 start = time.perf_counter()
                 loss = env.fit_demonstrations(demonstrations)
                 what = "loaded pretrained" if math.isnan(loss) else f"trained on {len(demonstrations)} demonstrations"
@@ -277,9 +295,8 @@ class VLAGRPOModule(RLModule):
             outcomes = self.environments[name].grade(members)
             self.add_time("world_model" if name != "real" else "grade", time.perf_counter() - start)
             for episode, outcome in zip(members, outcomes, strict=True):
-                turn = Turn("", "", outcome, response_tokens=len(episode.chunk_starts),
-                            finish_reason="stop" if episode.success else "length")
-                trajectories.append(EpisodeTrajectory(task, group, (turn,), outcome.source, episode=episode))
+                trajectories.append(EpisodeTrajectory(task, group, (episode_turn(episode, outcome),), outcome.source,
+                                                      episode=episode))
         return collate(trajectories)
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
@@ -304,12 +321,12 @@ class VLAGRPOModule(RLModule):
         self.policy.train()
         std = hp.exploration_std
         kl = torch.zeros((), device=self.device)
-        if not getattr(self.policy, "gaussian", True):  # SmolVLA: forward(batch, reduction="none"), no KL
+        if not self.policy.gaussian:  # SmolVLA: forward(batch, reduction="none"), no KL
             pg = policy_gradient_loss(advantage, self.policy.per_sample_loss(obs, chunk, std))
         else:
             mean = self.policy.mean_chunk(obs)[:, : chunk.shape[1]]  # executed actions only
             pg = policy_gradient_loss(advantage, chunk_nll(chunk, mean, std))  # = per_sample_loss, mean reused
-        if hp.kl_coef > 0 and getattr(self.policy, "gaussian", True):
+        if hp.kl_coef > 0 and self.policy.gaussian:
             with torch.no_grad():
                 reference = self._reference[0].mean_chunk(obs)[:, : chunk.shape[1]]
             kl = gaussian_kl(mean, reference, std)

@@ -25,6 +25,8 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from wmrl.types import TaskGrader
+
 _PACKAGE = "_wmrl_task_grader"
 INVALID = "InvalidSubmissionError"
 
@@ -51,7 +53,7 @@ class GraderFailed(RuntimeError):
         self.what = what
 
 
-def _load(script: Path, function: str):
+def _load(script: Path, function: str) -> TaskGrader:
     package = types.ModuleType(_PACKAGE)
     package.__path__ = [str(script.parent)]
     sys.modules[_PACKAGE] = package

@@ -8,7 +8,7 @@ InverseVarianceDenoising) work here unchanged, through the same RL hooks and typ
 - ``scripted``: :class:`ScriptedPushTPolicy` (the demonstrator)
 - ``episode``: :class:`Episode`, :class:`EpisodeTrajectory` (an embodied rollout as the hooks see it)
 - ``dataset``: episodes <-> a local ``LeRobotDataset``
-- ``policy``: :class:`VLAPolicy` (a LeRobot ACT or SmolVLA policy behind the calls the RL update needs)
+- ``policy``: :class:`ACTChunkPolicy` and :class:`SmolVLAChunkPolicy` (LeRobot policies behind the calls the RL update needs)
 - ``smolvlm``: a tiny SmolVLM backbone directory generated locally (SmolVLA on CPU)
 - ``libero``: :class:`LiberoSimulator` (LIBERO for GPU machines; checks for the package, rollouts not wired yet)
 - ``reward_model``: :class:`ProgressRewardModel` (``compute_reward(batch)``) and the shaped trajectory reward

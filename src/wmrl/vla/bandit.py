@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from wmrl.algorithms.gaussian import chunk_nll
 from wmrl.types import Outcome, Source, Status
 from wmrl.vla.episode import Episode
 
@@ -116,6 +117,7 @@ class LinearGaussianPolicy(nn.Module):
 
     chunk_size = 1
     n_action_steps = 1
+    gaussian = True  # the module's loss and KL are those of N(mean_chunk, std^2)
 
     def __init__(self) -> None:
         super().__init__()
@@ -128,3 +130,12 @@ class LinearGaussianPolicy(nn.Module):
         ``observation.environment_state`` ``[B, 16]``."""
         features = torch.cat([obs["observation.state"], obs["observation.environment_state"]], dim=1)
         return self.head(features).unsqueeze(1)
+
+    def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor:
+        """``[B]`` the Gaussian NLL of the executed ``chunk`` (what the module computes from ``mean_chunk``)."""
+        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)
+
+    def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
+        """Behaviour cloning: the L1 distance of the mean action to the demonstrated one (ACT's loss), padding masked."""
+        error = (self.mean_chunk(obs) - chunk[:, :1]).abs().mean(-1)
+        return error[~is_pad[:, :1]].mean()

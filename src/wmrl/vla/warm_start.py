@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from lightning.pytorch import Callback
 
+from wmrl.types import ClonesBehaviour
+
 if TYPE_CHECKING:
     import lightning.pytorch as pl
 
@@ -50,8 +52,9 @@ class BehaviourCloningWarmStart(Callback):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.ckpt_path is not None:  # resumed: the checkpoint's policy is already past this step
             return
-        if not hasattr(pl_module, "behaviour_cloning"):
-            raise TypeError(f"BehaviourCloningWarmStart needs a module with behaviour_cloning (VLAGRPOModule), not "
-                            f"{type(pl_module).__name__}: remove the callback from trainer.callbacks")
+        if not isinstance(pl_module, ClonesBehaviour):
+            raise TypeError(f"BehaviourCloningWarmStart needs a module with behaviour_cloning (VLAGRPOModule, a "
+                            f"wmrl.types.ClonesBehaviour), not {type(pl_module).__name__}: remove the callback from "
+                            "trainer.callbacks")
         successful = [e for e in pl_module.demonstrations() if e.success]
         self.loss = pl_module.behaviour_cloning(successful, self.steps, self.batch_size, self.lr)

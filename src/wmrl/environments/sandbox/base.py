@@ -123,6 +123,8 @@ class Sandbox(abc.ABC):
     """Runs untrusted scripts. Subclasses implement :meth:`run`; :meth:`run_many` bounds concurrency."""
 
     name: str = "sandbox"
+    #: why a run gets no control group of its own here (the error shown when ``bounds_each_run`` is False)
+    no_cgroup_reason: str | None = "no cgroup"
 
     def __init__(self, max_concurrency: int | None = None) -> None:
         import os
@@ -132,6 +134,12 @@ class Sandbox(abc.ABC):
             raise ValueError(f"max_concurrency must be >= 1 (got {self.max_concurrency})")
         self._running = 0
         self._running_lock = threading.Lock()
+
+    @property
+    def description(self) -> str:
+        """The isolation this backend applies (e.g. ``bwrap+uid``), in errors and in the execution cache's key
+        (an outcome seen under one isolation is not another's); ``""``: nothing beyond its ``name``."""
+        return ""
 
     @property
     def hides_answers(self) -> bool:
