@@ -5,26 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_overlays import OVERLAY_LINE, composed, declared_bases
 from lightning.pytorch.loggers import CSVLogger
 
 from wmrl.cli import lightning_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(ROOT.glob("configs/**/*.yaml")) + sorted(ROOT.glob("benchmarks/*.yaml"))
-OVERLAY_LINE = "# overlay on: "  # an overlay's first line: the configs it goes on, in order, joined by " + "
-
-
-def declared_bases(config: Path) -> list[str]:
-    """The configs an overlay goes on, read from its first line (``# overlay on: a.yaml + b.yaml``); a base: []."""
-    first = config.read_text().partition("\n")[0]
-    return [b.strip() for b in first.removeprefix(OVERLAY_LINE).split(" + ")] if first.startswith(OVERLAY_LINE) else []
-
-
-def composed(config: Path) -> list[str]:
-    """``-c`` arguments for a config as a user runs it: its declared bases, then itself."""
-    return [a for c in [*(ROOT / b for b in declared_bases(config)), config] for a in ("-c", str(c))]
-
-
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins (the vLLM engine
 # and world-model backend stay: they import vllm only when they first generate).
 _GPU_TO_CPU = ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--model.init_args.model=smollm2-135m-instruct",
