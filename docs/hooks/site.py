@@ -118,8 +118,8 @@ def shipped_configs() -> str:
             if not line.startswith("#"):
                 break
             header.append(line.lstrip("#").strip())
-        bases = header.pop(0).removeprefix("overlay on:").split(" + ") if header[:1] and header[0].startswith(
-            "overlay on:") else []
+        overlay = bool(header) and header[0].startswith("overlay on:")
+        bases = header.pop(0).removeprefix("overlay on:").split(" + ") if overlay else []
         text = " ".join(h for h in header if h and not h.startswith(("wmrl ", ".venv"))).strip()
         first = re.split(r"(?<=[.:;])\s", text, maxsplit=1)[0] if text else ""
         on = " + ".join(f"`{b.strip()}`" for b in bases) or "(a base)"
