@@ -117,12 +117,13 @@ def test_smolvla_configuration_errors_name_the_key():
 
 
 def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
-    """`wmrl fit -c configs/vla/pusht_smolvla_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out)."""
+    """`wmrl fit -c configs/vla/pusht_quickstart.yaml -c configs/vla/pusht_smolvla_quickstart.yaml`, shortened (2 steps,
+    fewer demos / SFT / held-out)."""
     import csv
 
     run_dir = tmp_path / "run"
-    fit_shortened("configs/vla/pusht_smolvla_quickstart.yaml", run_dir, demonstrations=12, heldout_states=4,
-                  sft_steps=40)
+    fit_shortened(["configs/vla/pusht_quickstart.yaml", "configs/vla/pusht_smolvla_quickstart.yaml"], run_dir,
+                  demonstrations=12, heldout_states=4, sft_steps=40)
     (metrics_file,) = run_dir.glob("csv/version_*/metrics.csv")
     rows = list(csv.DictReader(metrics_file.open()))
     losses = [float(r["loss/total"]) for r in rows if r.get("loss/total")]

@@ -103,7 +103,7 @@ def test_bad_configuration_names_the_key_and_the_fix():
 def test_pusht_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
     """`wmrl fit -c configs/vla/pusht_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out states)."""
     run_dir = tmp_path / "run"
-    output = fit_shortened("configs/vla/pusht_quickstart.yaml", run_dir, demonstrations=24, heldout_states=8,
+    output = fit_shortened(["configs/vla/pusht_quickstart.yaml"], run_dir, demonstrations=24, heldout_states=8,
                            sft_steps=300)
     assert "held-out success (simulator, no exploration noise)" in output
 
