@@ -20,7 +20,7 @@ from task_fixtures import (
     mlebench_layout,
 )
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.tasks import registry

@@ -73,7 +73,7 @@ def test_wmrl_help_lists_the_lightning_subcommands(capsys):
 
 
 def test_the_cli_class_is_importable_and_subclassable(tmp_path):
-    from wmrl.trainer_cli import WMRLCli
+    from wmrl.cli.trainer import WMRLCli
 
     class MyCli(WMRLCli):
         def add_arguments_to_parser(self, parser) -> None:

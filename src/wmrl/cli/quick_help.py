@@ -18,6 +18,8 @@ from pathlib import Path
 #: (config key prefix, class) listed in full; the VLA classes are named with the command that lists them
 CLASSES = (("model", "wmrl.modules.grpo", "GRPOModule"),
            ("data", "wmrl.datamodules.autoresearch", "AutoResearchDataModule"))
+#: the subcommands that LightningCLI runs (:mod:`wmrl.cli.trainer`); the others are wmrl's own (:mod:`wmrl.cli.commands`)
+LIGHTNING_COMMANDS = ("fit", "validate", "test")
 WHAT = {"fit": "train (and evaluate on the held-out tasks at each epoch end)",
         "validate": "evaluate a policy on the held-out tasks, with real execution",
         "test": "evaluate a policy on the held-out tasks, with real execution (the test split's name)"}

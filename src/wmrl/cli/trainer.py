@@ -16,7 +16,7 @@
 - wmrl's module and data classes are imported with this module, so ``--model.help GRPOModule`` and
   ``--data.help AutoResearchDataModule`` find them by their short names.
 
-Importing this module imports Lightning; ``wmrl.cli`` imports it only for the Lightning subcommands.
+Importing this module imports Lightning; :mod:`wmrl.cli.commands` imports it only for the Lightning subcommands.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import wmrl.datamodules.autoresearch
 import wmrl.datamodules.lerobot
 import wmrl.modules.grpo
 import wmrl.modules.vla_grpo  # noqa: F401
+from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
 TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors
 NOT_OPTIONS = {
@@ -57,8 +58,6 @@ class WMRLArgumentParser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None):  # type: ignore[override]
         if not getattr(self, "exit_on_error", True):
             return super().error(message, ex)
-        from wmrl.cli import LIGHTNING_COMMANDS
-
         words = (self.prog or "wmrl").split()
         command = f"wmrl {words[-1]}" if words and words[-1] in LIGHTNING_COMMANDS else "wmrl"
         sys.stderr.write("\n".join(parse_error_lines(message, self.known_keys(), command)) + "\n")
@@ -105,7 +104,7 @@ def parse_error_lines(message: str, known: list[str], prog: str) -> list[str]:
 class WMRLCli(LightningCLI):
     """``wmrl fit|validate|test``: any LightningModule / LightningDataModule by ``class_path`` (the wmrl ones in the
     shipped configs), ``data.init_args.group_size`` linked to the module's, ``omegaconf+`` interpolation (see
-    :func:`wmrl.cli.lightning_cli`). Subclass it to add arguments or links of your own."""
+    :func:`wmrl.cli.commands.lightning_cli`). Subclass it to add arguments or links of your own."""
 
     def __init__(self, args: list[str] | None = None, run: bool = True, **kwargs: Any) -> None:
         # configs write ${trainer.default_root_dir}; under `wmrl fit` the config root is `fit`, so absolute
