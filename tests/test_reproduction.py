@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.tasks.metrics import METRICS
 from wmrl.environments.references_run import (
     EXACT_REL_TOL,
     FAMILY_REL_TOL,
@@ -19,6 +18,7 @@ from wmrl.environments.references_run import (
     family_tolerance,
     reproduction,
 )
+from wmrl.tasks.metrics import METRICS
 from wmrl.tasks.suite import LOCK_PATH
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -453,8 +453,8 @@ def cmd_evaluate(args) -> None:
     from datetime import datetime
 
     from wmrl.algorithms.stats import describe_gain
-    from wmrl.environments.real import SandboxEnvironment
     from wmrl.cli.evaluate import compare, resolve_policies
+    from wmrl.environments.real import SandboxEnvironment
 
     suite = _suite(args)
     if args.tasks and args.split:
