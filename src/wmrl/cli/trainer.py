@@ -128,17 +128,22 @@ class WMRLCli(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
 
-    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list) -> pl.Trainer:
-        """The trainer, with what every wmrl run logs and keeps added once here instead of in every YAML."""
+    def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        """The trainer, with what every wmrl run logs and keeps added once here instead of in every YAML: the
+        loggers (:func:`default_loggers`) when the config names none, and the progress bar and checkpoint
+        (:func:`default_callbacks`) that its callbacks lack. They go in as trainer arguments, which LightningCLI
+        merges over the config's."""
+        section = self.config_init.get(self.subcommand) if self.subcommand else self.config_init
+        config = {**(section.get("trainer") or {}), **kwargs}
         root = config.get("default_root_dir") or os.getcwd()
         if config.get("logger") in (None, True):
-            config["logger"] = default_loggers(root)
+            kwargs["logger"] = default_loggers(root)
         listed = config.get("callbacks") or []
         listed = list(listed) if isinstance(listed, list | tuple) else [listed]
-        config["callbacks"] = listed + default_callbacks(
+        kwargs["callbacks"] = listed + default_callbacks(
             listed, root, checkpointing=config.get("enable_checkpointing") is not False,
             progress_bar=config.get("enable_progress_bar") is not False)
-        return super()._instantiate_trainer(config, callbacks)
+        return super().instantiate_trainer(**kwargs)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
