@@ -14,6 +14,7 @@ CLASSIFICATION = ("binary", "multiclass", "ordinal")
 
 
 def column_kinds(frame: pd.DataFrame, exclude: tuple[str, ...]) -> dict[str, str]:
+    """``column -> numeric | categorical`` for the card (booleans count as categorical), ``exclude`` left out."""
     import pandas as pd
 
     return {
@@ -27,6 +28,8 @@ DICTIONARY_ROWS = 12  # a compact prompt: long data dictionaries cost every roll
 
 
 def data_dictionary(train: pd.DataFrame, spec: TaskSpec) -> str:
+    """The prompt's table of columns (dtype, distinct values, examples): the id and targets first, at most
+    :data:`DICTIONARY_ROWS` rows, the rest summarised in one line."""
     lines = ["| column | dtype | #unique | examples |", "|---|---|---|---|"]
     shown = [c for c in train.columns if c in spec.target or c == "id"]
     shown += [c for c in train.columns if c not in shown][: max(0, DICTIONARY_ROWS - len(shown))]
@@ -43,6 +46,7 @@ def data_dictionary(train: pd.DataFrame, spec: TaskSpec) -> str:
 
 
 def target_summary(train: pd.DataFrame, spec: TaskSpec) -> str:
+    """One bullet per target: its class shares in train, or its mean, spread and range."""
     parts = []
     for t in spec.target:
         y = train[t]
@@ -59,6 +63,7 @@ def target_summary(train: pd.DataFrame, spec: TaskSpec) -> str:
 
 
 def prediction_text(spec: TaskSpec, kind: str, labels: list[str] | None) -> str:
+    """What the submission's prediction column holds, in words, for a metric's prediction ``kind``."""
     target = spec.target[0]
     if kind == "label":
         shown = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "") if labels else ""
