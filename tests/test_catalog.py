@@ -62,7 +62,7 @@ def test_every_task_builds_with_recorded_data_and_eight_references(suite):
 @pytest.mark.slow
 def test_every_reference_solution_reproduces_its_recorded_score(suite, process_sandbox):
     from wmrl.environments.real import SandboxEnvironment
-    from wmrl.tasks.references_run import run_references
+    from wmrl.environments.references_run import run_references
 
     env = SandboxEnvironment(suite, process_sandbox, use_log=False)
     runs = run_references(env, suite.build())

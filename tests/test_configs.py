@@ -234,7 +234,7 @@ def test_overriding_the_run_dir_under_the_fit_subcommand(tmp_path):
 
 
 def test_no_shipped_yaml_repeats_the_loggers_progress_bar_or_checkpoint():
-    """wmrl fit adds them to every run (wmrl.trainer_cli.default_loggers / default_callbacks); a config lists a
+    """wmrl fit adds them to every run (wmrl.cli.trainer.default_loggers / default_callbacks); a config lists a
     ModelCheckpoint only to change its frequency."""
     for config in CONFIGS:
         text = config.read_text()

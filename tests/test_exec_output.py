@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 
 C1 = "\x9b2J\x9d52;c;SGVsbG8=\x9c"

@@ -20,8 +20,8 @@ from task_fixtures import (
     mlebench_layout,
 )
 
-from wmrl import cli
 from wmrl.algorithms.reward import ladder_reward
+from wmrl.cli import commands as cli
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.tasks import registry
 from wmrl.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_folder

@@ -150,7 +150,7 @@ def test_a_built_in_metric_that_raises_on_a_submission_is_the_submissions_fault(
 
 
 def test_tasks_check_reports_a_grader_that_fails_on_its_sample(tmp_path, capsys, process_sandbox):
-    from wmrl import cli
+    from wmrl.cli import commands as cli
 
     folder = iris_folder(tmp_path, LOOKUP_GRADER.replace('"setosa": 0, ', ""))
     cache = tmp_path / "cache"

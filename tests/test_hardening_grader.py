@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.environments.execution_log import ExecutionLog
 from wmrl.environments.grader import MAX_ERROR_CHARS, MAX_FEEDBACK_CHARS, grade
 from wmrl.environments.real import SandboxEnvironment

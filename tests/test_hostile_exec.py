@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.types import Status
 
 HONEST = """

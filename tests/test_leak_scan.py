@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.environments.leak_scan import fingerprints, leak_scan
 from wmrl.environments.real import SandboxEnvironment
 from wmrl.environments.sandbox import leak_scanner

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.tasks.metrics import METRICS
-from wmrl.tasks.references_run import (
+from wmrl.environments.references_run import (
     EXACT_REL_TOL,
     FAMILY_REL_TOL,
     REFERENCE_FAMILY,
@@ -19,6 +18,7 @@ from wmrl.tasks.references_run import (
     family_tolerance,
     reproduction,
 )
+from wmrl.tasks.metrics import METRICS
 from wmrl.tasks.suite import LOCK_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,8 +135,8 @@ def test_the_cli_check_reports_tolerated_differences(monkeypatch, capsys, tiny_s
     """``wmrl tasks check``: a tolerated difference is listed, not an error; a rank change is an error."""
     from types import SimpleNamespace
 
-    from wmrl import cli
-    from wmrl.tasks import references_run
+    from wmrl.cli import commands as cli
+    from wmrl.environments import references_run
     from wmrl.types import Outcome, Status
 
     task = tiny_suite.get("tiny_iris")

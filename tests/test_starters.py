@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from task_fixtures import copy_example, tabular_competitions
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.rollout.agent import starter_head
 from wmrl.tasks.starter import Prediction, generic_starter, infer_prediction
 from wmrl.tasks.suite import TaskSuite

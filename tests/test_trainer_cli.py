@@ -73,7 +73,7 @@ def test_wmrl_help_lists_the_lightning_subcommands(capsys):
 
 
 def test_the_cli_class_is_importable_and_subclassable(tmp_path):
-    from wmrl.trainer_cli import WMRLCli
+    from wmrl.cli.trainer import WMRLCli
 
     class MyCli(WMRLCli):
         def add_arguments_to_parser(self, parser) -> None:
@@ -109,3 +109,20 @@ def test_an_evaluation_where_no_sample_is_valid_advises_a_foothold_not_a_learnin
     report = held_out_report([("start", nothing), ("step 3", nothing)], [{"a": [0.0, 0.0]}, {"a": [0.0, 0.0]}])
     assert report.endswith(NO_VALID_ADVICE) and "starter" in NO_VALID_ADVICE and "samples" in NO_VALID_ADVICE
     assert "will not give it one" in report
+
+
+def test_a_run_never_replaces_an_earlier_runs_saved_config_unless_asked(tmp_path, tiny_model_dir, capsys):
+    """Without loggers a run saves its config in the run dir itself; a second run there is refused with the flag
+    that allows it, instead of silently replacing the first run's record."""
+    fast = str(ROOT / "configs" / "debug" / "fast.yaml")
+    args = ["fit", "-c", QUICKSTART, "-c", fast, "--model.init_args.model", str(tiny_model_dir),
+            "--trainer.max_steps", "0", "--model.init_args.eval_at_start", "false", "--trainer.logger", "false",
+            "--trainer.enable_checkpointing", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(tmp_path)]
+    assert main(args) == 0
+    first = (tmp_path / "config.yaml").read_text()
+    assert main([*args, "--trainer.max_steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'config.yaml'} holds the config of an earlier run" in err and "--overwrite_config true" in err
+    assert (tmp_path / "config.yaml").read_text() == first
+    assert main([*args, "--overwrite_config", "true"]) == 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wmrl.tasks.build import default_cache_dir
+from wmrl.paths import cache_dir as cache_root
 from wmrl.types import AdapterPolicy
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def resolve_model(name_or_path: str | Path, cache_dir: str | Path | None = None)
     """
     name = str(name_or_path)
     if name in _BUILTIN_ALIASES and not Path(name).is_dir():
-        root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        root = cache_root(cache_dir)
         return _converted_builtin(root / "models" / DEFAULT_MODEL)
     path = Path(name).expanduser()
     if path.is_dir():
@@ -216,7 +216,7 @@ def smollm2_tokenizer(cache_dir: str | Path | None = None) -> Any:
     """
     from transformers import AutoTokenizer
 
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    root = cache_root(cache_dir)
     converted = root / "models" / DEFAULT_MODEL
     if (converted / "tokenizer.json").is_file():
         return _with_pad_token(AutoTokenizer.from_pretrained(converted))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wmrl.tasks.card import CLASSIFICATION, column_kinds, data_dictionary, prediction_text, target_summary
 from wmrl.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 DATA_FILES = ("public/train.csv", "public/test.csv", "public/sample_submission.csv", "private/answers.csv")
 CARD_FILES = ("task.json", "description.md")
-CLASSIFICATION = ("binary", "multiclass", "ordinal")
 # Bump when the files a build writes change (card fields, prompt text): older caches are then rebuilt.
 BUILD_VERSION = 5
 
@@ -45,14 +45,6 @@ class TaskCacheError(RuntimeError):
 
 class StaleTaskCache(TaskCacheError):
     """A task cache written by another wmrl build version: rebuilt quietly."""
-
-
-def default_cache_dir() -> Path:
-    """``$WMRL_CACHE``, else ``$XDG_CACHE_HOME/wmrl``, else ``~/.cache/wmrl``."""
-    if os.environ.get("WMRL_CACHE"):
-        return Path(os.environ["WMRL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "wmrl"
 
 
 def sha256_file(path: Path) -> str:
@@ -175,16 +167,6 @@ def split_frame(spec: TaskSpec, df: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     return train, test
 
 
-def column_kinds(frame: pd.DataFrame, exclude: tuple[str, ...]) -> dict[str, str]:
-    import pandas as pd
-
-    return {
-        c: "numeric" if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) else "categorical"
-        for c in frame.columns
-        if c not in exclude
-    }
-
-
 def _trivial_prediction(spec: TaskSpec, train: pd.DataFrame):
     from wmrl.tasks.metrics import METRICS
 
@@ -199,57 +181,7 @@ def _trivial_prediction(spec: TaskSpec, train: pd.DataFrame):
     return float(y.mean())
 
 
-# -- the prompt ----------------------------------------------------------------------------------------
-DICTIONARY_ROWS = 12  # a compact prompt: long data dictionaries cost every rollout their tokens
-
-
-def _data_dictionary(train: pd.DataFrame, spec: TaskSpec) -> str:
-    lines = ["| column | dtype | #unique | examples |", "|---|---|---|---|"]
-    shown = [c for c in train.columns if c in spec.target or c == "id"]
-    shown += [c for c in train.columns if c not in shown][: max(0, DICTIONARY_ROWS - len(shown))]
-    hidden = [c for c in train.columns if c not in shown]
-    for c in [c for c in train.columns if c in shown]:
-        values = train[c].dropna().unique()[:3]
-        examples = ", ".join(str(v)[:24] for v in values)
-        role = " (target)" if c in spec.target else " (row id)" if c == "id" else ""
-        lines.append(f"| {c}{role} | {train[c].dtype} | {train[c].nunique()} | {examples} |")
-    if hidden:
-        kinds = sorted({str(train[c].dtype) for c in hidden})
-        lines.append(f"| ... {len(hidden)} more columns ({', '.join(kinds)}): {', '.join(hidden[:6])}, ... | | | |")
-    return "\n".join(lines)
-
-
-def _target_summary(train: pd.DataFrame, spec: TaskSpec) -> str:
-    parts = []
-    for t in spec.target:
-        y = train[t]
-        if spec.type in CLASSIFICATION or y.nunique() <= 10:
-            shares = y.astype(str).value_counts(normalize=True).round(3).to_dict()
-            parts.append(f"`{t}` class shares in train: {shares}")
-        else:
-            d = y.describe()
-            parts.append(
-                f"`{t}` in train: mean {d['mean']:.4g}, std {d['std']:.4g}, min {d['min']:.4g}, "
-                f"median {d['50%']:.4g}, max {d['max']:.4g}"
-            )
-    return "\n".join(f"- {p}" for p in parts)
-
-
-def _prediction_text(spec: TaskSpec, kind: str, labels: list[str] | None) -> str:
-    target = spec.target[0]
-    if kind == "label":
-        shown = ", ".join(labels[:12]) + (", ..." if len(labels) > 12 else "") if labels else ""
-        return f"the predicted class of `{target}`" + (f", one of: {shown}." if shown else ".")
-    if kind == "probability":
-        return f"the predicted probability that `{target}` is 1 (a number in [0, 1])."
-    if kind == "positive":
-        return f"the predicted expected value of `{target}` (a number > 0)."
-    if kind == "risk":
-        return (f"a risk score: higher means the event (`{spec.target[1]}` = 1) is expected sooner "
-                f"(only the ordering matters).")
-    return f"the predicted value of `{target}`."
-
-
+# -- the prompt (its shared pieces are in wmrl.tasks.card) ---------------------------------------------
 def describe(
     spec: TaskSpec, train: pd.DataFrame, test: pd.DataFrame, starter: str, labels: list[str] | None = None
 ) -> str:
@@ -258,7 +190,7 @@ def describe(
 
     metric = METRICS[spec.metric]
     better = "higher" if metric.higher_is_better else "lower"
-    prediction = _prediction_text(spec, metric.prediction, labels)
+    prediction = prediction_text(spec, metric.prediction, labels)
     return f"""# {spec.title}
 
 {spec.goal}
@@ -267,9 +199,9 @@ def describe(
 Files in `public/`: `train.csv` ({len(train)} rows, features and target), `test.csv` ({len(test)} rows, \
 features only), `sample_submission.csv` (the exact output format).
 
-{_data_dictionary(train, spec)}
+{data_dictionary(train, spec)}
 
-{_target_summary(train, spec)}
+{target_summary(train, spec)}
 
 ## Submission
 Write `submission.csv` in the current directory with columns `id,prediction`, one row per row of
@@ -379,13 +311,3 @@ def materialise(spec: TaskSpec, root: Path) -> dict[str, str]:
         payload = {**manifest, "build_version": BUILD_VERSION}
         (tmp / "manifest.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return manifest
-
-
-def load_built(spec: TaskSpec, root: Path, data_sha256: dict[str, str], leaderboard: dict[str, float]) -> BuiltTask:
-    card = json.loads((root / "task.json").read_text())
-    labels = tuple(card["labels"]) if card.get("labels") is not None else None
-    if spec.folder is not None:
-        from wmrl.tasks.folder import FolderTask
-
-        return FolderTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))
-    return BuiltTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))

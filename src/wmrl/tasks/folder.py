@@ -18,7 +18,7 @@ An MLE-bench competition is read in MLE-bench's own layout (``<competitions>/<id
 
 Validation reports every problem of a folder at once (:class:`TaskFolderError`), each naming the file and the
 fix. What is loaded is a :class:`~wmrl.tasks.spec.TaskSpec` whose ``folder`` says where everything lies
-(:class:`FolderSource`); :mod:`wmrl.tasks.registry` finds folders and :mod:`wmrl.tasks.suite` builds them.
+(:class:`~wmrl.tasks.folder_source.FolderSource`); :mod:`wmrl.tasks.registry` finds folders and :mod:`wmrl.tasks.suite` builds them.
 
 **Trust model.** The task author's ``grade.py`` is trusted code: it runs on the host, outside the sandbox,
 but in its own process with a time limit (``grade_timeout_s``); if it crashes or hangs the execution is an
@@ -40,11 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wmrl.tasks.build import BuiltTask
+from wmrl.tasks.build import BUILD_VERSION, BuiltTask, StaleTaskCache, atomic_dir
+from wmrl.tasks.card import CLASSIFICATION, column_kinds, data_dictionary, prediction_text, target_summary
+from wmrl.tasks.folder_source import TASK_FILE, FolderSource
 from wmrl.tasks.spec import TaskSpec
 from wmrl.tasks.starter import generic_starter
 
-TASK_FILE = "task.yaml"
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 SPLITS = ("train", "heldout", "smoke")
 OVERVIEW_CHARS = 3000  # the description's share of every rollout's prompt (MLE-bench descriptions run to 10 KB)
@@ -57,10 +58,6 @@ DEFAULTS: dict[str, Any] = {
 }
 GENERIC_STARTER = "generic_starter.py"  # in the task's cache dir: the starter written when the folder has none
 GENERIC_REFERENCE = "generic_starter"  # its name among the references (`wmrl tasks check` runs it)
-SAMPLE_REFERENCE = """import shutil
-
-shutil.copy("public/sample_submission.csv", "submission.csv")
-"""
 # (type, prediction kind) a built-in metric implies for the card
 _TYPES = {"label": "multiclass", "probability": "binary", "real": "regression", "positive": "count",
           "risk": "survival"}
@@ -72,87 +69,6 @@ class TaskFolderError(ValueError):
     def __init__(self, where: str | Path, problems: list[str]) -> None:
         self.where, self.problems = str(where), list(problems)
         super().__init__(f"{where}: {len(problems)} problem(s):\n  - " + "\n  - ".join(problems))
-
-
-@dataclass(frozen=True)
-class FolderSource:
-    """Where a folder task's parts lie.
-
-    Attributes:
-        kind: ``folder`` (wmrl's layout) or ``mlebench`` (a competition).
-        root: the task folder (the competition's folder for ``mlebench``).
-        public_dir: copied into every sandbox as ``public/``.
-        answers: the hidden answers file.
-        description: the markdown overview.
-        grade_script / grade_function: the author's grader (``None``: the built-in metric of the spec).
-        leaderboard: a CSV with a ``score`` column, or ``None`` (then recorded from the references).
-        references_dir / starter: reference solutions and the starter solution, each optional.
-        id_column: the row id column of ``sample_submission.csv``.
-        submission_columns: the columns a submission must have (those of ``sample_submission.csv``).
-        higher_is_better: the score's direction.
-        grade_timeout_s: the author's grader's time limit per submission.
-        private_roots: host paths a solution may never read (the folder; a competition's data dir).
-        grader_name: a competition's ``grader.name`` (MLE-bench): shown as its metric, and a hint of what its
-            ``grade.py`` scores (:func:`wmrl.tasks.starter.infer_prediction`).
-        notes: what loading noticed without refusing the task (a grader name that looks misspelt), each with
-            its fix; ``wmrl tasks add`` and ``wmrl tasks show`` print them.
-    """
-
-    kind: str
-    root: Path
-    public_dir: Path
-    answers: Path
-    description: Path
-    grade_script: Path | None
-    grade_function: str
-    leaderboard: Path | None
-    references_dir: Path | None
-    starter: Path | None
-    id_column: str
-    submission_columns: tuple[str, ...]
-    higher_is_better: bool
-    grade_timeout_s: float
-    private_roots: tuple[Path, ...]
-    grader_name: str | None = None
-    notes: tuple[str, ...] = ()
-
-    def files(self) -> list[Path]:
-        """Every file the task is made of (a change in any of them rebuilds the task's card)."""
-        singles = [self.answers, self.description, self.grade_script, self.leaderboard, self.starter]
-        files = [p for p in singles if p is not None and p.is_file()]
-        files += sorted(p for p in self.public_dir.rglob("*") if p.is_file())
-        if self.references_dir is not None:
-            files += sorted(self.references_dir.glob("*.py"))
-        task_file = self.root / TASK_FILE
-        if task_file.is_file():
-            files.append(task_file)
-        config = self.root / "config.yaml"
-        if self.kind == "mlebench" and config.is_file():
-            files.append(config)
-        return files
-
-    def fingerprint(self) -> dict[str, list[int]]:
-        """``path -> [size, mtime_ns]`` of every file: cheap enough to check on every use."""
-        return {str(p): [st.st_size, st.st_mtime_ns] for p in self.files() for st in (p.stat(),)}
-
-    def leaderboard_scores(self) -> dict[str, float]:
-        """The leaderboard file's scores (``lb0001`` ... in file order), or empty when there is none."""
-        if self.leaderboard is None:
-            return {}
-        import pandas as pd
-
-        scores = pd.read_csv(self.leaderboard)["score"].dropna().astype(float).tolist()
-        return {f"lb{i:04d}": s for i, s in enumerate(scores, 1)}
-
-    def references(self) -> dict[str, str]:
-        """Reference solutions by name: ``sample_submission`` (submits the sample as it is: the floor, and a check
-        of the grader end to end), ``starter`` when there is one, then each ``references/<name>.py``."""
-        found = {"sample_submission": SAMPLE_REFERENCE}
-        if self.starter is not None:
-            found["starter"] = self.starter.read_text()
-        if self.references_dir is not None:
-            found.update({p.stem: p.read_text() for p in sorted(self.references_dir.glob("*.py"))})
-        return found
 
 
 @dataclass(frozen=True)
@@ -549,7 +465,6 @@ def _public_listing(source: FolderSource) -> str:
 def describe_folder(spec: TaskSpec, train, starter: str, labels: list[str] | None, generic: bool) -> str:
     """The prompt of a folder task: its overview, public files, data dictionary, submission, metric, budget and
     starter (its own ``starter.py``, or the generic one: ``generic``)."""
-    from wmrl.tasks.build import _data_dictionary, _prediction_text, _target_summary
     from wmrl.tasks.metrics import METRICS
 
     source = spec.folder
@@ -559,7 +474,7 @@ def describe_folder(spec: TaskSpec, train, starter: str, labels: list[str] | Non
         rows = max(0, sum(1 for _ in f) - 1)
     if source.grade_script is None:
         metric = METRICS[spec.metric]
-        prediction = _prediction_text(spec, metric.prediction, labels)
+        prediction = prediction_text(spec, metric.prediction, labels)
         submission_what = f" `{source.submission_columns[1]}`: {prediction}"
         metric_text = f"`{metric.name}` on the hidden test answers ({better} is better): {metric.description}."
     else:
@@ -569,9 +484,9 @@ def describe_folder(spec: TaskSpec, train, starter: str, labels: list[str] | Non
         metric_text = f"the task's own grader{named} scores it against the hidden test answers ({better} is better)."
     dictionary = ""
     if train is not None:
-        dictionary = f"\n{_data_dictionary(train, spec)}\n"
+        dictionary = f"\n{data_dictionary(train, spec)}\n"
         if spec.target and all(t in train.columns for t in spec.target):
-            dictionary += f"\n{_target_summary(train, spec)}\n"
+            dictionary += f"\n{target_summary(train, spec)}\n"
     what = ("A generic baseline, written from the public files (it writes a valid submission). Improve on it: a "
             "better model, features, validation." if generic else
             "A working baseline (it writes a valid submission). Improve on it.")
@@ -604,7 +519,6 @@ def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
     """Write a folder task's card, prompt and manifest into ``root`` (the data stay where they are)."""
     import pandas as pd
 
-    from wmrl.tasks.build import BUILD_VERSION, CLASSIFICATION, atomic_dir, column_kinds
     from wmrl.tasks.metrics import _labels as label_texts
 
     source = spec.folder
@@ -657,8 +571,6 @@ def folder_prediction(spec: TaskSpec):
 
 def verify_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
     """The recorded data hashes of a built folder task; :class:`StaleTaskCache` when any source file changed."""
-    from wmrl.tasks.build import BUILD_VERSION, StaleTaskCache
-
     try:
         manifest = json.loads((root / "manifest.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:

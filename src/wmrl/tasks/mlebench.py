@@ -2,7 +2,7 @@
 
 ``<competitions>/<id>/`` holds ``config.yaml``, ``description.md``, ``grade.py`` and ``leaderboard.csv``; the
 prepared data lie under ``<data>/<id>/prepared/public`` and ``prepared/private``. :func:`load_competition` maps
-them onto a :class:`~wmrl.tasks.spec.TaskSpec` whose :class:`~wmrl.tasks.folder.FolderSource` says where
+them onto a :class:`~wmrl.tasks.spec.TaskSpec` whose :class:`~wmrl.tasks.folder_source.FolderSource` says where
 everything is. One file of wmrl's own is read beside ``config.yaml`` when present: ``starter.py`` (the starter
 the prompt shows; without one wmrl writes a generic baseline, :mod:`wmrl.tasks.starter`).
 
@@ -20,7 +20,6 @@ from pathlib import Path
 from wmrl.tasks.folder import (
     ID_PATTERN,
     SPLITS,
-    FolderSource,
     TaskFolderError,
     folder_spec,
     grade_problems,
@@ -32,6 +31,7 @@ from wmrl.tasks.folder import (
     public_leaks,
     submission_checks,
 )
+from wmrl.tasks.folder_source import FolderSource
 from wmrl.tasks.spec import TaskSpec
 
 #: MLE-bench's grader names (``config.yaml`` ``grader.name``) that a built-in metric computes exactly

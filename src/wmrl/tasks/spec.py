@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import pandas as pd
 
-    from wmrl.tasks.folder import FolderSource
+    from wmrl.tasks.folder_source import FolderSource
 
 Split = Literal["train", "heldout", "smoke"]
 TaskType = Literal["binary", "multiclass", "regression", "count", "forecast", "survival", "ordinal", "custom"]

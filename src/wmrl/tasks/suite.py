@@ -21,13 +21,12 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from wmrl.paths import cache_dir as cache_root
 from wmrl.tasks.build import (
     DATA_FILES,
     BuiltTask,
     StaleTaskCache,
     TaskCacheError,
-    default_cache_dir,
-    load_built,
     materialise,
     verify,
 )
@@ -49,7 +48,7 @@ class TaskSuite:
     """The offline AutoResearch suite.
 
     Args:
-        cache_dir: where tasks are built (default :func:`~wmrl.tasks.build.default_cache_dir`).
+        cache_dir: where tasks are built (default :func:`~wmrl.paths.default_cache_dir`).
         lock_path: the recorded data hashes and leaderboards (default: the one shipped with wmrl).
         specs: the catalogue (default :data:`wmrl.tasks.catalog.TASKS` plus every folder task of
             :mod:`wmrl.tasks.registry`); tests pass their own.
@@ -61,7 +60,7 @@ class TaskSuite:
         lock_path: str | Path | None = None,
         specs: tuple[TaskSpec, ...] | None = None,
     ) -> None:
-        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        self.cache_dir = cache_root(cache_dir)
         self.lock_path = Path(lock_path) if lock_path is not None else LOCK_PATH
         self._fixed = specs is not None
         if specs is None:
@@ -229,3 +228,15 @@ class TaskSuite:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def load_built(spec: TaskSpec, root: Path, data_sha256: dict[str, str], leaderboard: dict[str, float]) -> BuiltTask:
+    """The verified task at ``root``: a :class:`~wmrl.tasks.folder.FolderTask` for a folder task (its data stay in
+    the folder), else a :class:`~wmrl.tasks.build.BuiltTask`."""
+    card = json.loads((root / "task.json").read_text())
+    labels = tuple(card["labels"]) if card.get("labels") is not None else None
+    if spec.folder is not None:
+        from wmrl.tasks.folder import FolderTask
+
+        return FolderTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))
+    return BuiltTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))

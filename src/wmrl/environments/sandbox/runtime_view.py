@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from wmrl.paths import default_cache_dir
+
 log = logging.getLogger(__name__)
 
 # Bumped whenever the rules below change: a view built under other rules is never reused.
@@ -319,8 +321,6 @@ def default_views_dir() -> Path:
     (``$WMRL_CACHE`` or ``~/.cache/wmrl``)."""
     if os.environ.get("WMRL_RUNTIME_VIEWS"):
         return Path(os.environ["WMRL_RUNTIME_VIEWS"]).expanduser()
-    from wmrl.tasks.build import default_cache_dir
-
     return default_cache_dir() / "runtime-views"
 
 

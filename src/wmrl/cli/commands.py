@@ -26,6 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from wmrl.cli.quick_help import LIGHTNING_COMMANDS
+
 # Tables stay readable when piped or logged (rich assumes 80 columns without a terminal).
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 out = Console(width=None if sys.stdout.isatty() else 140)
@@ -198,7 +200,7 @@ def cmd_tasks_check(args) -> None:
     suite = _suite(args)
     ids = _ids(args, suite)
     from wmrl.environments.grader import grader_self_test
-    from wmrl.tasks.references_run import Reproduction
+    from wmrl.environments.references_run import Reproduction
 
     # Each task's grader must grade its own sample submission: that is what makes an exception it raises on a
     # submission the submission's fault (ran_no_sub) rather than an infrastructure failure.
@@ -224,7 +226,7 @@ def cmd_tasks_check(args) -> None:
 
 def _run_references(args, suite, ids, record: bool):
     from wmrl.environments.real import SandboxEnvironment
-    from wmrl.tasks.references_run import relative_difference, run_references
+    from wmrl.environments.references_run import relative_difference, run_references
 
     tasks = suite.build(ids)
     # Reference solutions are the kit's own trusted scripts: a weak isolation may run them (it is warned about).
@@ -451,8 +453,8 @@ def cmd_evaluate(args) -> None:
     from datetime import datetime
 
     from wmrl.algorithms.stats import describe_gain
+    from wmrl.cli.evaluate import compare, resolve_policies
     from wmrl.environments.real import SandboxEnvironment
-    from wmrl.evaluation import compare, resolve_policies
 
     suite = _suite(args)
     if args.tasks and args.split:
@@ -635,9 +637,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-LIGHTNING_COMMANDS = ("fit", "validate", "test")
-
-
 def lightning_cli(argv: list[str] | None, run: bool = True):
     """The LightningCLI behind ``wmrl fit|validate|test`` (``run=False``: parse and instantiate only; errors raise).
 
@@ -645,9 +644,9 @@ def lightning_cli(argv: list[str] | None, run: bool = True):
     resolve after every config file and command-line value is merged, so ``--trainer.default_root_dir`` moves
     the logs and checkpoints that interpolate it (plain ``omegaconf`` mode resolved each file on its own and kept
     the file's run dir). ``data.group_size`` is linked to the module's ``group_size`` rather than repeated. The
-    class is :class:`wmrl.trainer_cli.WMRLCli` (importable, to subclass).
+    class is :class:`wmrl.cli.trainer.WMRLCli` (importable, to subclass).
     """
-    from wmrl.trainer_cli import WMRLCli
+    from wmrl.cli.trainer import WMRLCli
 
     return WMRLCli(argv, run=run)
 
@@ -656,11 +655,11 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in LIGHTNING_COMMANDS:
         if words[1:] in (["--help"], ["-h"]):  # the keys a user sets, without importing Lightning
-            from wmrl.quick_help import quick_help
+            from wmrl.cli.quick_help import quick_help
 
             print(quick_help(words[0]))
             return 0
-        from wmrl.trainer_cli import run
+        from wmrl.cli.trainer import run
 
         return run(argv)  # None: LightningCLI reads sys.argv itself; a configuration error prints short
     args = build_parser().parse_args(words)
@@ -677,6 +676,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

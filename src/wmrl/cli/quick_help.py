@@ -18,6 +18,8 @@ from pathlib import Path
 #: (config key prefix, class) listed in full; the VLA classes are named with the command that lists them
 CLASSES = (("model", "wmrl.modules.grpo", "GRPOModule"),
            ("data", "wmrl.datamodules.autoresearch", "AutoResearchDataModule"))
+#: the subcommands that LightningCLI runs (:mod:`wmrl.cli.trainer`); the others are wmrl's own (:mod:`wmrl.cli.commands`)
+LIGHTNING_COMMANDS = ("fit", "validate", "test")
 WHAT = {"fit": "train (and evaluate on the held-out tasks at each epoch end)",
         "validate": "evaluate a policy on the held-out tasks, with real execution",
         "test": "evaluate a policy on the held-out tasks, with real execution (the test split's name)"}
@@ -42,7 +44,9 @@ def quick_help(command: str) -> str:
              _entry("--ckpt_path CKPT", CHECKPOINT[command]),
              _entry("--trainer.KEY VALUE", "Lightning Trainer arguments: max_steps, default_root_dir, accelerator, "
                                            "devices, limit_val_batches, ..."),
-             _entry("--seed_everything N", "the global seed (the configs set 0)")]
+             _entry("--seed_everything N", "the global seed (the configs set 0)"),
+             _entry("--overwrite_config true", "replace the config.yaml an earlier run saved in the same log dir "
+                                              "(refused otherwise; only a run without loggers saves it there)")]
     for prefix, module, name in CLASSES:
         lines += ["", f"{prefix} keys, --{prefix}.init_args.KEY (the AutoResearch configs' {prefix}: {module}.{name}):"]
         for key, default, text in class_keys(module, name):

@@ -13,10 +13,13 @@
   :meth:`wmrl.modules.base.RLModule.save_settings`), which replaces the config's model settings, so a checkpoint
   is resumed or evaluated as it was trained; each setting it changes is named on stderr
   (:func:`checkpoint_notes`).
+- A run never replaces another run's saved ``config.yaml`` unless ``--overwrite_config true`` asks
+  (:class:`SaveRunConfig`); with the default loggers each run saves into a new ``tensorboard/version_<n>``, so
+  only a run without loggers (``--trainer.logger false``) into the same run dir meets the refusal.
 - wmrl's module and data classes are imported with this module, so ``--model.help GRPOModule`` and
   ``--data.help AutoResearchDataModule`` find them by their short names.
 
-Importing this module imports Lightning; ``wmrl.cli`` imports it only for the Lightning subcommands.
+Importing this module imports Lightning; :mod:`wmrl.cli.commands` imports it only for the Lightning subcommands.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import Any
 
 import lightning.pytorch as pl
 from jsonargparse import Namespace, set_parsing_settings
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
 # wmrl's modules and data modules, known to the parser by their short names (`--data.help AutoResearchDataModule`);
 # none of them imports LeRobot, vLLM or transformers at import time
@@ -38,8 +42,10 @@ import wmrl.datamodules.autoresearch
 import wmrl.datamodules.lerobot
 import wmrl.modules.grpo
 import wmrl.modules.vla_grpo  # noqa: F401
+from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
 TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors
+OVERWRITE_KEY = "overwrite_config"  # `--overwrite_config true`: replace an earlier run's saved config
 NOT_OPTIONS = {
     "--optimizer": "wmrl's modules configure their own optimizer: set model.init_args.lr (and weight_decay)",
     "--lr_scheduler": "wmrl's modules step their optimizer by hand, so a scheduler would be ignored; no learning-rate "
@@ -57,8 +63,6 @@ class WMRLArgumentParser(LightningArgumentParser):
     def error(self, message: str, ex: Exception | None = None):  # type: ignore[override]
         if not getattr(self, "exit_on_error", True):
             return super().error(message, ex)
-        from wmrl.cli import LIGHTNING_COMMANDS
-
         words = (self.prog or "wmrl").split()
         command = f"wmrl {words[-1]}" if words and words[-1] in LIGHTNING_COMMANDS else "wmrl"
         sys.stderr.write("\n".join(parse_error_lines(message, self.known_keys(), command)) + "\n")
@@ -102,10 +106,29 @@ def parse_error_lines(message: str, known: list[str], prog: str) -> list[str]:
     return lines[:5]
 
 
+class RunConfigExists(RuntimeError):
+    """The run's config file is there already: an earlier run saved its config in the same log dir."""
+
+
+class SaveRunConfig(SaveConfigCallback):
+    """Lightning's config saver (the run's ``config.yaml`` in its log dir), whose refusal to replace an earlier
+    run's config names the flag that allows it (Lightning's own names a Python argument a command-line user cannot
+    set). Under DDP rank zero looks and every rank raises."""
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if not self.already_saved and self.save_to_log_dir and not self.overwrite:
+            path = os.path.join(trainer.log_dir, self.config_filename)
+            exists = get_filesystem(path).isfile(path) if trainer.is_global_zero else False
+            if trainer.strategy.broadcast(exists):
+                raise RunConfigExists(f"{path} holds the config of an earlier run; give this run another "
+                                      f"--trainer.default_root_dir, or pass --{OVERWRITE_KEY} true to replace it")
+        super().setup(trainer, pl_module, stage)
+
+
 class WMRLCli(LightningCLI):
     """``wmrl fit|validate|test``: any LightningModule / LightningDataModule by ``class_path`` (the wmrl ones in the
     shipped configs), ``data.init_args.group_size`` linked to the module's, ``omegaconf+`` interpolation (see
-    :func:`wmrl.cli.lightning_cli`). Subclass it to add arguments or links of your own."""
+    :func:`wmrl.cli.commands.lightning_cli`). Subclass it to add arguments or links of your own."""
 
     def __init__(self, args: list[str] | None = None, run: bool = True, **kwargs: Any) -> None:
         # configs write ${trainer.default_root_dir}; under `wmrl fit` the config root is `fit`, so absolute
@@ -115,7 +138,7 @@ class WMRLCli(LightningCLI):
         if not run:
             parser_kwargs["exit_on_error"] = False
         kwargs.setdefault("parser_kwargs", parser_kwargs)
-        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("save_config_callback", SaveRunConfig)
         super().__init__(pl.LightningModule, pl.LightningDataModule, subclass_mode_model=True,
                          subclass_mode_data=True, args=args, run=run, parser_class=WMRLArgumentParser,
                          auto_configure_optimizers=False, **kwargs)
@@ -128,24 +151,34 @@ class WMRLCli(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
+        parser.add_argument(f"--{OVERWRITE_KEY}", type=bool, default=False,
+                            help="replace the config.yaml an earlier run saved in the same log dir (refused otherwise)")
 
-    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list) -> pl.Trainer:
-        """The trainer, with what every wmrl run logs and keeps added once here instead of in every YAML."""
+    def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        """The trainer, with what every wmrl run logs and keeps added once here instead of in every YAML: the
+        loggers (:func:`default_loggers`) when the config names none, and the progress bar and checkpoint
+        (:func:`default_callbacks`) that its callbacks lack. They go in as trainer arguments, which LightningCLI
+        merges over the config's."""
+        section = self.config_init.get(self.subcommand) if self.subcommand else self.config_init
+        config = {**(section.get("trainer") or {}), **kwargs}
         root = config.get("default_root_dir") or os.getcwd()
         if config.get("logger") in (None, True):
-            config["logger"] = default_loggers(root)
+            kwargs["logger"] = default_loggers(root)
         listed = config.get("callbacks") or []
         listed = list(listed) if isinstance(listed, list | tuple) else [listed]
-        config["callbacks"] = listed + default_callbacks(
+        kwargs["callbacks"] = listed + default_callbacks(
             listed, root, checkpointing=config.get("enable_checkpointing") is not False,
             progress_bar=config.get("enable_progress_bar") is not False)
-        return super()._instantiate_trainer(config, callbacks)
+        return super().instantiate_trainer(**kwargs)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
         self._config_before_checkpoint = self.config.clone()  # LightningCLI then merges --ckpt_path's settings
 
     def before_instantiate_classes(self) -> None:
+        section = self.config.get(self.subcommand) if self.subcommand else self.config
+        if section.get(OVERWRITE_KEY):
+            self.save_config_kwargs = {**self.save_config_kwargs, "overwrite": True}
         if self.subcommand is None or not hasattr(self, "_config_before_checkpoint"):
             return
         notes = checkpoint_notes(self._config_before_checkpoint[self.subcommand], self.config[self.subcommand])
@@ -316,6 +349,9 @@ def run(argv: list[str] | None) -> int:
         sys.path.insert(0, os.getcwd())
     try:
         WMRLCli(argv)
+    except RunConfigExists as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     except Exception as exc:
         lines = None if os.environ.get(TRACEBACK_ENV) else config_error(exc)
         if lines is None:
