@@ -241,6 +241,11 @@ class OnlineDebiasing(RLCallback):
         if self.refits:
             pl_module.log("wm_rank_corr", self.rank_corr, prog_bar=True, on_step=True, batch_size=len(batch))
 
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(min_pairs=self.min_pairs, refit_every=self.refit_every,
+                                        buffer_size=self.buffer_size, bins=self.bins)
+
     def state_dict(self) -> dict:
         return {
             "pairs": [list(p) for p in self.pairs],

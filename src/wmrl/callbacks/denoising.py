@@ -119,6 +119,12 @@ class InverseVarianceDenoising(RLCallback):
             batch_size=len(batch),
         )
 
+    @property
+    def state_key(self) -> str:
+        s = self.state
+        return self._generate_state_key(half_life=s.half_life, warmup=s.warmup, target=s.target, min_weight=s.min_weight,
+                                        max_weight=s.max_weight, min_disagreement=s.min_disagreement)
+
     def state_dict(self) -> dict:
         return self.state.state_dict()
 
