@@ -12,7 +12,7 @@ from fakes import DistortedWorldModel, byte_tokenizer
 
 from wmrl.callbacks import WorldModelReward
 from wmrl.testing import check_environment, check_world_model
-from wmrl.types import Environment, LearnsFromAnchors, Outcome, Source, Status, StepRequest
+from wmrl.types import LearnsFromAnchors, Outcome, Source, Status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,12 +69,6 @@ def test_engines_and_backends_are_typed_plug_ins():
     assert issubclass(HFGenerationEngine, GenerationEngine) and issubclass(VLLMGenerationEngine, GenerationEngine)
     assert (HFGenerationEngine.exact_with_top_p, HFGenerationEngine.runs_under_fsdp) == (True, True)
     assert (VLLMGenerationEngine.exact_with_top_p, VLLMGenerationEngine.runs_under_fsdp) == (False, False)
-
-
-def test_step_request_and_environment_live_in_types_and_the_agent_loop_reexports_them():
-    from wmrl.rollout import agent
-
-    assert agent.StepRequest is StepRequest and agent.Environment is Environment
 
 
 def test_a_conforming_world_model_passes_and_its_capabilities_are_named(tiny_suite):

@@ -18,8 +18,7 @@ from wmrl.callbacks import OnlineDebiasing, RewardTerms, RLCallback
 from wmrl.cli import lightning_cli
 from wmrl.models import tiny_llama
 from wmrl.modules.grpo import GRPOModule
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Outcome, RewardCorrections, Source, Status, Trajectory, Turn
+from wmrl.types import Outcome, RewardCorrections, Source, Status, StepRequest, Trajectory, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "extending.md"
