@@ -75,7 +75,7 @@ def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float
     from scipy.stats import spearmanr
 
     from wmrl.environments.learned import outcome_label
-    from wmrl.rollout.agent import StepRequest
+    from wmrl.types import StepRequest
 
     records = [r for r in records if outcome_label(r[2]) is not None]
     scripts = sorted({r[1] for r in records})

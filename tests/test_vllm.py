@@ -29,8 +29,7 @@ from wmrl.generation.vllm import (
 from wmrl.generation.vllm_world_model import PREDICTIONS_SCHEMA, VLLMWorldModelBackend
 from wmrl.models import LoraSettings, load_policy, tiny_llama
 from wmrl.modules.grpo import GRPOModule
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Source
+from wmrl.types import Source, StepRequest
 
 SCRIPT = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\nprint(len(train))\n"
 LORA = LoraSettings(r=8, alpha=16)

@@ -28,7 +28,7 @@ import math
 import sys
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -172,13 +172,31 @@ class Trajectory:
         return max(graded, key=lambda o: o.reward) if graded else None  # type: ignore[arg-type, return-value]
 
 
+@dataclass
+class RewardCorrections:
+    """What the reward corrections did to a batch, for the hooks after them: one correction hands the next what
+    it needs here (``on_rewards`` runs before ``on_advantages``), never by looking up the other callback.
+
+    Attributes:
+        calibrating: a calibration (``OnlineDebiasing``) ran on this batch, so ``wm_calibrated`` is the world-model
+            reward to set against the real one (NaN while its map is still the identity). False: no calibration
+            in the run (the denoising-only ablation), and the raw ``wm_rewards`` are compared instead.
+        shaped: reward terms (``RewardTerms``) were added to ``rewards``: they are no longer the environment's
+            rewards, and a calibration must pair the world model's rewards with the environment's.
+    """
+
+    calibrating: bool = False
+    shaped: bool = False
+
+
 @dataclass(frozen=True)
 class RolloutBatch:
     """The rollouts of one training step, as the RL hooks and the loss see them.
 
     Shapes: ``N = groups x group_size`` trajectories, ``L`` = padded token length (prompt + all turns).
-    Tokens are right-padded. The reward hooks may edit ``rewards`` / ``graded`` in place; the advantage hooks
-    may edit ``advantages`` in place; nothing else changes after the rollout.
+    Tokens are right-padded. The reward hooks may edit ``rewards`` / ``graded`` / ``wm_calibrated`` and the
+    ``corrections`` flags in place; the advantage hooks may edit ``advantages`` in place; nothing else changes
+    after the rollout.
 
     Attributes:
         trajectories: ``[N]`` the turns, outcomes and texts.
@@ -198,6 +216,8 @@ class RolloutBatch:
             and where every turn was decided by the deterministic gate (an exact 0.0, not a prediction).
         wm_calibrated: ``[N]`` float, ``wm_rewards`` after the debiasing map (filled by ``OnlineDebiasing``
             once its map is fitted); NaN before.
+        corrections: what the ``on_rewards`` hooks did (:class:`RewardCorrections`), read by the hooks after
+            them; the reward hooks set its flags in place.
     """
 
     trajectories: tuple[Trajectory, ...]
@@ -213,6 +233,7 @@ class RolloutBatch:
     used: torch.Tensor
     wm_rewards: torch.Tensor
     wm_calibrated: torch.Tensor
+    corrections: RewardCorrections = field(default_factory=RewardCorrections)
 
     def __post_init__(self) -> None:
         n = len(self.trajectories)
@@ -551,7 +572,7 @@ def missing_members(plugin: Any, protocol: type) -> str:
 #: the records and every plug-in contract (``tests/test_no_probing.py`` checks the shipped plug-ins against them)
 __all__ = [
     # records
-    "Outcome", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
+    "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
     # environments and world models, both domains
     "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
     "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "LanguageModelBackend",

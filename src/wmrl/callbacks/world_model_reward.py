@@ -146,6 +146,10 @@ class WorldModelReward(RLCallback):
         self.world_model.observe(requests, outcomes, gather=lambda rows: gather_rows(trainer, rows))
         pl_module.add_time("world_model", time.perf_counter() - start)
 
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(world_model=type(self.world_model).__qualname__, side_grade=self.side_grade)
+
     def state_dict(self) -> dict:
         """The world model's learned state, when it has one (a learned world model's examples and head)."""
         return {"world_model": self.world_model.state_dict()} if isinstance(self.world_model, Checkpointable) else {}

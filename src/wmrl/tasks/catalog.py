@@ -201,13 +201,3 @@ TASKS: tuple[TaskSpec, ...] = (
           goal="Forecast monthly international airline passengers (thousands) for the 24 months after the "
                "training series ends. The test file lists the months to forecast."),
 )
-
-_BY_ID = {spec.id: spec for spec in TASKS}
-
-
-def get_spec(task_id: str) -> TaskSpec:
-    """The catalogue entry ``task_id``; the error lists the known ids."""
-    try:
-        return _BY_ID[task_id]
-    except KeyError:
-        raise KeyError(f"unknown task {task_id!r}; known tasks: {', '.join(sorted(_BY_ID))}") from None

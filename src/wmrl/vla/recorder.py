@@ -69,6 +69,10 @@ class AnchorEpisodeRecorder(RLCallback):
                            frames=frames, max_steps=len(episode))
         return frames
 
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(root=str(self.root), repo_id=self.repo_id)
+
     def state_dict(self) -> dict:
         return {"recorded": self.recorded}
 
