@@ -55,15 +55,15 @@ ALLOWED = {
         "naming the engine factory's callable for the hyperparameters (a class, a function or a callable object)",
     ("modules/grpo.py", "getattr(target, '__qualname__', type(target).__name__)"):
         "naming the engine factory's callable for the hyperparameters (a callable object has no __qualname__)",
-    ("cli.py", 'hasattr(value, "value")'):
+    ("cli/commands.py", 'hasattr(value, "value")'):
         "printing an Outcome's fields: the enum ones by their value",
-    ("trainer_cli.py", 'getattr(self, "exit_on_error", True)'): "jsonargparse's parser setting",
-    ("trainer_cli.py", 'getattr(action, "choices", None)'): "argparse's subcommand action",
-    ("trainer_cli.py", 'hasattr(self, "_config_before_checkpoint")'): "set only on the fit that loads a checkpoint",
-    ("trainer_cli.py", 'getattr(node, "class_path", None)'): "jsonargparse's config namespace: a class_path node",
-    ("trainer_cli.py", 'getattr(node, "init_args", None)'): "jsonargparse's config namespace: a class_path node",
-    ("trainer_cli.py", 'hasattr(node, "__dict__")'): "walking jsonargparse's config namespace",
-    ("trainer_cli.py", 'getattr(exc, "wmrl_config", None)'): "an exception that may carry the config that failed",
+    ("cli/trainer.py", 'getattr(self, "exit_on_error", True)'): "jsonargparse's parser setting",
+    ("cli/trainer.py", 'getattr(action, "choices", None)'): "argparse's subcommand action",
+    ("cli/trainer.py", 'hasattr(self, "_config_before_checkpoint")'): "set only on the fit that loads a checkpoint",
+    ("cli/trainer.py", 'getattr(node, "class_path", None)'): "jsonargparse's config namespace: a class_path node",
+    ("cli/trainer.py", 'getattr(node, "init_args", None)'): "jsonargparse's config namespace: a class_path node",
+    ("cli/trainer.py", 'hasattr(node, "__dict__")'): "walking jsonargparse's config namespace",
+    ("cli/trainer.py", 'getattr(exc, "wmrl_config", None)'): "an exception that may carry the config that failed",
     ("generation/engine.py", 'getattr(model, "generation_config", None)'):
         "a transformers model: only generative ones carry a generation config",
     ("generation/engine.py", 'getattr(getattr(model, "generation_config", None), "eos_token_id", None)'):

@@ -29,12 +29,11 @@ import sys
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
 
-    from wmrl.generation.engine import Generation, SamplingParams
 
 
 class Status(str, enum.Enum):
@@ -520,6 +519,63 @@ class AdapterPolicy(LanguagePolicy, Protocol):
     def disable_adapter(self) -> Any: ...
 
 
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one turn.
+
+    Attributes:
+        max_new_tokens: per turn.
+        temperature: 1.0 for training (the paper), 0.8 for evaluation; 0 means greedy.
+        top_p: nucleus sampling.
+        stop_after_code_block: stop a sequence once it has closed a fenced python block (```python ... ```).
+        seed: seeds sampling for reproducible rollouts (``None``: the global RNG).
+        code_block_open: the prompt already opened the python block (a prefilled turn), so the first closing
+            fence of the continuation ends it.
+    """
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop_after_code_block: bool = True
+    seed: int | None = None
+    code_block_open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled continuation.
+
+    Attributes:
+        token_ids: the new tokens (length T <= max_new_tokens), without padding; includes EOS if produced.
+        logprobs: behaviour log-prob of each new token (length T); see :class:`GenerationEngine`.
+        text: ``token_ids`` decoded (special tokens skipped).
+        finish_reason: ``stop`` (EOS or the code block closed) or ``length``.
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    text: str
+    finish_reason: FinishReason
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(
+                f"Generation.logprobs must have one entry per token: expected {len(self.token_ids)}, "
+                f"got {len(self.logprobs)}"
+            )
+
+
 class GenerationEngine(abc.ABC):
     """Samples from the *current* policy (``model.init_args.engine``: :class:`~wmrl.generation.hf.HFGenerationEngine`
     or :class:`~wmrl.generation.vllm.VLLMGenerationEngine`). The one contract that is a base class, not a Protocol:
@@ -578,7 +634,7 @@ __all__ = [
     "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "LanguageModelBackend",
     "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
     # policies, generation, data
-    "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
+    "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
     # what refuses a plug-in that lacks a member
     "missing_members",
 ]

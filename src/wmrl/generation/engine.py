@@ -4,68 +4,16 @@ import of the transformers one)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from wmrl.types import GenerationEngine as GenerationEngine  # the contract lives in wmrl.types; re-exported
+# the contract and its records live in wmrl.types; re-exported here, where the engines are
+from wmrl.types import FinishReason as FinishReason
+from wmrl.types import Generation as Generation
+from wmrl.types import GenerationEngine as GenerationEngine
+from wmrl.types import SamplingParams as SamplingParams
 
-FinishReason = Literal["stop", "length"]
 OPEN_FENCE = "```python"  # a turn's code block opens with this ...
 FENCE = "```"  # ... and closes with this
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample one turn.
-
-    Attributes:
-        max_new_tokens: per turn.
-        temperature: 1.0 for training (the paper), 0.8 for evaluation; 0 means greedy.
-        top_p: nucleus sampling.
-        stop_after_code_block: stop a sequence once it has closed a fenced python block (```python ... ```).
-        seed: seeds sampling for reproducible rollouts (``None``: the global RNG).
-        code_block_open: the prompt already opened the python block (a prefilled turn), so the first closing
-            fence of the continuation ends it.
-    """
-
-    max_new_tokens: int = 512
-    temperature: float = 1.0
-    top_p: float = 1.0
-    stop_after_code_block: bool = True
-    seed: int | None = None
-    code_block_open: bool = False
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled continuation.
-
-    Attributes:
-        token_ids: the new tokens (length T <= max_new_tokens), without padding; includes EOS if produced.
-        logprobs: behaviour log-prob of each new token (length T); see :class:`GenerationEngine`.
-        text: ``token_ids`` decoded (special tokens skipped).
-        finish_reason: ``stop`` (EOS or the code block closed) or ``length``.
-    """
-
-    token_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    text: str
-    finish_reason: FinishReason
-
-    def __post_init__(self) -> None:
-        if len(self.token_ids) != len(self.logprobs):
-            raise ValueError(
-                f"Generation.logprobs must have one entry per token: expected {len(self.token_ids)}, "
-                f"got {len(self.logprobs)}"
-            )
 
 
 def closes_code_block(text: str) -> bool:
