@@ -71,7 +71,8 @@ class AnchorEpisodeRecorder(RLCallback):
 
     @property
     def state_key(self) -> str:
-        return self._generate_state_key(root=str(self.root), repo_id=self.repo_id)
+        """The dataset's name, not its folder: a run resumed from a moved or copied run directory keeps counting."""
+        return self._generate_state_key(repo_id=self.repo_id)
 
     def state_dict(self) -> dict:
         return {"recorded": self.recorded}
