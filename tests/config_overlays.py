@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from wmrl.cli.config_files import OVERLAY_LINE, declared_bases
+
+__all__ = ["OVERLAY_LINE", "composed", "declared_bases"]
+
 ROOT = Path(__file__).resolve().parents[1]
-OVERLAY_LINE = "# overlay on: "
-
-
-def declared_bases(config: Path) -> list[str]:
-    """The configs ``config`` goes on, in order; [] for a base."""
-    first = config.read_text().partition("\n")[0]
-    return [b.strip() for b in first.removeprefix(OVERLAY_LINE).split(" + ")] if first.startswith(OVERLAY_LINE) else []
 
 
 def composed(config: Path) -> list[str]:

@@ -27,13 +27,12 @@ ROOT = "wmrl"
 #: itself is core)
 PARTS: dict[str, tuple[str, ...]] = {
     "core": ("wmrl.types", "wmrl.paths", "wmrl.algorithms", "wmrl.callbacks", "wmrl.generation", "wmrl.models",
-             "wmrl.rollout", "wmrl.modules", "wmrl.modules.base", "wmrl.evaluation", "wmrl.datamodules"),
-    "autoresearch.tasks": ("wmrl.tasks",),
-    "autoresearch.environments": ("wmrl.environments",),
-    "autoresearch.training": ("wmrl.modules.grpo", "wmrl.datamodules.autoresearch"),
+             "wmrl.rollout", "wmrl.modules", "wmrl.evaluation"),
+    "autoresearch.tasks": ("wmrl.autoresearch.tasks",),
+    "autoresearch.environments": ("wmrl.autoresearch.environments",),
+    "autoresearch.training": ("wmrl.autoresearch",),
     "vla.parts": ("wmrl.vla",),
-    "vla.training": ("wmrl.modules.vla_grpo", "wmrl.datamodules.lerobot", "wmrl.datamodules.bandit",
-                     "wmrl.datamodules.initial_states"),
+    "vla.training": ("wmrl.vla.grpo", "wmrl.vla.data"),
     "application": ("wmrl.cli", "wmrl.report", "wmrl.testing"),
 }
 #: part -> the other parts it may import

@@ -220,7 +220,7 @@ def test_a_sandbox_reports_its_runs_in_flight_to_anchor_routing():
     planned while two of them run gets the capacity they leave."""
     import threading
 
-    from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+    from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 
     release, started = threading.Event(), threading.Barrier(3)
 

@@ -99,7 +99,7 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
         # the engine is the run's infrastructure, not a model setting: a checkpoint evaluated on another machine
         # (`--ckpt_path`) samples with that machine's configured engine
-        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.modules.grpo.GRPOModule"
+        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.autoresearch.grpo.GRPOModule"
         (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
         assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
         (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
@@ -127,14 +127,14 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert cli.model.environments["real"].suite.get("state_violent_crime").spec.folder is not None
     expected = expected_callbacks(name)
     if expected is not None:
+        from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
         from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward
-        from wmrl.environments.lm_world_model import LMWorldModel
 
         rl = [c for c in cli.trainer.callbacks if isinstance(c, RLCallback)]
         assert [type(c).__name__ for c in rl] == expected
         for c in rl:
             if isinstance(c, WorldModelReward) and "learned" in name:
-                from wmrl.environments.learned import LearnedWorldModel
+                from wmrl.autoresearch.environments.learned import LearnedWorldModel
 
                 assert isinstance(c.world_model, LearnedWorldModel) and c.world_model.execution_log
             elif isinstance(c, WorldModelReward) and name.startswith("configs/vla/"):
@@ -280,11 +280,11 @@ def test_the_progress_bar_says_the_step_budget():
     assert bar._get_train_description(0) == "Training: 3 steps"
 
 
-CONFIGURABLE = ["wmrl.modules.grpo:GRPOModule", "wmrl.datamodules.autoresearch:AutoResearchDataModule",
+CONFIGURABLE = ["wmrl.autoresearch.grpo:GRPOModule", "wmrl.autoresearch.data:AutoResearchDataModule",
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
                 "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:RewardTerms",
-                "wmrl.environments.lm_world_model:LMWorldModel", "wmrl.environments.learned:LearnedWorldModel",
-                "wmrl.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
+                "wmrl.autoresearch.environments.lm_world_model:LMWorldModel", "wmrl.autoresearch.environments.learned:LearnedWorldModel",
+                "wmrl.autoresearch.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
                 "wmrl.generation.vllm_world_model:VLLMWorldModelBackend", "wmrl.generation.vllm:VLLMGenerationEngine"]
 
 

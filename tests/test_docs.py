@@ -58,11 +58,11 @@ def test_the_site_builds_in_strict_mode_with_every_page(site):
 CONFIGURABLE = {"callbacks.html": ["wmrl.callbacks.routing:AnchorRouting", "wmrl.callbacks.world_model_reward:WorldModelReward",
                                    "wmrl.callbacks.debiasing:OnlineDebiasing", "wmrl.callbacks.denoising:InverseVarianceDenoising",
                                    "wmrl.callbacks.reward_terms:RewardTerms"],
-                "modules.html": ["wmrl.modules.grpo:GRPOModule"],
-                "tasks.html": ["wmrl.datamodules.autoresearch:AutoResearchDataModule"],
-                "environments.html": ["wmrl.environments.lm_world_model:LMWorldModel",
-                                      "wmrl.environments.learned:LearnedWorldModel",
-                                      "wmrl.environments.real:SandboxEnvironment"],
+                "modules.html": ["wmrl.autoresearch.grpo:GRPOModule"],
+                "tasks.html": ["wmrl.autoresearch.data:AutoResearchDataModule"],
+                "environments.html": ["wmrl.autoresearch.environments.lm_world_model:LMWorldModel",
+                                      "wmrl.autoresearch.environments.learned:LearnedWorldModel",
+                                      "wmrl.autoresearch.environments.real:SandboxEnvironment"],
                 "generation.html": ["wmrl.generation.hf_world_model:HFWorldModelBackend",
                                     "wmrl.generation.vllm:VLLMGenerationEngine"]}
 

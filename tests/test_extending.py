@@ -14,10 +14,10 @@ import pytest
 import torch
 from fakes import LoggingModule, LowTokenEnvironment, byte_tokenizer
 
+from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks import OnlineDebiasing, RewardTerms, RLCallback
 from wmrl.cli import lightning_cli
 from wmrl.models import tiny_llama
-from wmrl.modules.grpo import GRPOModule
 from wmrl.types import Outcome, RewardCorrections, Source, Status, StepRequest, Trajectory, Turn
 
 ROOT = Path(__file__).resolve().parents[1]

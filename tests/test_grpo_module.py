@@ -8,9 +8,9 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
+from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks.base import RLCallback
 from wmrl.models import tiny_llama
-from wmrl.modules.grpo import GRPOModule
 
 
 class Steps(torch.utils.data.IterableDataset):
@@ -167,7 +167,7 @@ def test_bad_configuration_names_every_key():
 
 
 def test_heldout_evaluation_samples_every_task_in_one_rollout():
-    from wmrl.datamodules.autoresearch import AutoResearchDataModule
+    from wmrl.autoresearch.data import AutoResearchDataModule
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)
     env = module.environments["real"]
@@ -187,8 +187,8 @@ def test_heldout_samples_are_written_per_evaluation_for_confidence_intervals(tmp
 
     from lightning.pytorch.loggers import CSVLogger
 
-    from wmrl.datamodules.autoresearch import AutoResearchDataModule
-    from wmrl.modules.grpo import EVAL_FILE
+    from wmrl.autoresearch.data import AutoResearchDataModule
+    from wmrl.autoresearch.grpo import EVAL_FILE
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)
     tasks = ["smoke_iris", "smoke_diabetes"]

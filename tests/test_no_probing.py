@@ -45,15 +45,15 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "wmrl"
 
 #: (file under src/wmrl, the call as written) -> why it may probe: none of these is a wmrl plug-in
 ALLOWED = {
-    ("modules/grpo.py", 'getattr(self.trainer.strategy.model, "no_sync", None)'):
+    ("autoresearch/grpo.py", 'getattr(self.trainer.strategy.model, "no_sync", None)'):
         "Lightning's wrapped model: DDP has no_sync, the single-device and FSDP wrappers do not",
-    ("modules/grpo.py", 'hasattr(self.trainer.strategy.model, "clip_grad_norm_")'):
+    ("autoresearch/grpo.py", 'hasattr(self.trainer.strategy.model, "clip_grad_norm_")'):
         "Lightning's wrapped model: only an FSDP root clips the global norm of sharded gradients",
-    ("modules/grpo.py", 'getattr(self.trainer, "datamodule", None)'):
+    ("autoresearch/grpo.py", 'getattr(self.trainer, "datamodule", None)'):
         "Lightning's trainer: a fit given dataloaders instead of a data module has none",
-    ("modules/grpo.py", "getattr(target, '__module__', '?')"):
+    ("autoresearch/grpo.py", "getattr(target, '__module__', '?')"):
         "naming the engine factory's callable for the hyperparameters (a class, a function or a callable object)",
-    ("modules/grpo.py", "getattr(target, '__qualname__', type(target).__name__)"):
+    ("autoresearch/grpo.py", "getattr(target, '__qualname__', type(target).__name__)"):
         "naming the engine factory's callable for the hyperparameters (a callable object has no __qualname__)",
     ("cli/commands.py", 'hasattr(value, "value")'):
         "printing an Outcome's fields: the enum ones by their value",
@@ -75,10 +75,10 @@ ALLOWED = {
     ("models/kv.py", 'getattr(output, "cache", None)'): "a transformers model output: the KV cache's name by version",
     ("models/kv.py", 'getattr(cache, "layers", None)'): "a transformers cache object: per-layer caches by version",
     ("models/resolve.py", 'hasattr(model.config, "quantization_config")'): "a transformers config: quantised or not",
-    ("environments/learned.py", 'getattr(self.tokenizer, "model_max_length", 256)'):
+    ("autoresearch/environments/learned.py", 'getattr(self.tokenizer, "model_max_length", 256)'):
         "a transformers tokenizer: model_max_length is optional",
-    ("environments/sandbox/common.py", 'getattr(os, "O_NONBLOCK", 0)'): "an os flag some platforms lack",
-    ("environments/sandbox/leak_scanner.py", 'getattr(os, "O_NOFOLLOW", 0)'): "an os flag some platforms lack",
+    ("autoresearch/environments/sandbox/common.py", 'getattr(os, "O_NONBLOCK", 0)'): "an os flag some platforms lack",
+    ("autoresearch/environments/sandbox/leak_scanner.py", 'getattr(os, "O_NOFOLLOW", 0)'): "an os flag some platforms lack",
 }
 
 
@@ -130,9 +130,9 @@ def test_autoresearch_plug_ins_satisfy_their_protocols(tmp_path):
     from fakes import byte_tokenizer
     from peft import LoraConfig, get_peft_model
 
-    from wmrl.environments.learned import LearnedWorldModel
-    from wmrl.environments.lm_world_model import LMWorldModel
-    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
     from wmrl.generation.engine import GenerationEngine as ReExported
     from wmrl.generation.hf import HFGenerationEngine
     from wmrl.generation.hf_world_model import HFWorldModelBackend
@@ -160,11 +160,11 @@ def test_autoresearch_plug_ins_satisfy_their_protocols(tmp_path):
 
 
 def test_vla_plug_ins_satisfy_their_protocols():
-    from wmrl.datamodules.bandit import BanditDataModule
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
     from wmrl.vla.bandit import TargetBandit
+    from wmrl.vla.data.bandit import BanditDataModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
     from wmrl.vla.distorted_oracle import DistortedOracle
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.libero import LiberoSimulator
     from wmrl.vla.progress_world_model import ProgressWorldModel
     from wmrl.vla.simulator import PushTSimulator
@@ -210,10 +210,10 @@ class _NoGaussian(torch.nn.Module):
 def test_a_plug_in_missing_a_member_is_refused_naming_the_config_key():
     from fakes import LowTokenEnvironment, byte_tokenizer
 
+    from wmrl.autoresearch.grpo import GRPOModule
     from wmrl.models import tiny_llama
-    from wmrl.modules.grpo import GRPOModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
     from wmrl.vla.distorted_oracle import DistortedOracle
+    from wmrl.vla.grpo import VLAGRPOModule
 
     with pytest.raises(ValueError, match=r"world_model.init_args.oracle must grade .* _NoGrade lacks grade"):
         DistortedOracle(_NoGrade())

@@ -20,8 +20,8 @@ def test_the_cache_root_is_wmrl_cache_else_xdg_else_home(monkeypatch, tmp_path):
 
 
 def test_the_task_suite_and_the_runtime_views_live_under_it(monkeypatch, tmp_path):
-    from wmrl.environments.sandbox.runtime_view import default_views_dir
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.environments.sandbox.runtime_view import default_views_dir
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     monkeypatch.setenv("WMRL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("WMRL_RUNTIME_VIEWS", raising=False)

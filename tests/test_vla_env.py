@@ -27,7 +27,7 @@ VENV312 = ROOT / ".venv312" / "bin" / "python"
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="checks the error a Python < 3.12 user meets")
 def test_vla_path_on_python_311_names_the_extra_and_the_python_requirement():
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
     from wmrl.vla.requirements import MissingVLADependency
 
     with pytest.raises(MissingVLADependency) as error:
@@ -150,9 +150,9 @@ class SeedsData(pl.LightningDataModule):
 def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
     from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer
 
+    from wmrl.autoresearch.grpo import GRPOModule
     from wmrl.models import tiny_llama
-    from wmrl.modules.grpo import GRPOModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.grpo import VLAGRPOModule
 
     def fit(module, callbacks, data):
         probe = Probe()

@@ -10,6 +10,7 @@ import pytest
 import torch
 from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer
 
+from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks import (
     AnchorRouting,
     InverseVarianceDenoising,
@@ -18,7 +19,6 @@ from wmrl.callbacks import (
     WorldModelReward,
 )
 from wmrl.models import tiny_llama
-from wmrl.modules.grpo import GRPOModule
 from wmrl.types import Source
 
 

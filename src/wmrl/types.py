@@ -305,7 +305,7 @@ class Environment(Protocol):
 @runtime_checkable
 class TaskEnvironment(Environment, Protocol):
     """The AutoResearch real environment (``model.init_args.environment``): it also writes each task's first
-    prompt, the task card the agent starts from (:class:`~wmrl.environments.real.SandboxEnvironment`)."""
+    prompt, the task card the agent starts from (:class:`~wmrl.autoresearch.environments.real.SandboxEnvironment`)."""
 
     def prompt(self, task_id: str) -> str: ...
 
@@ -372,7 +372,7 @@ class ReportsMetrics(Protocol):
 
 @runtime_checkable
 class LanguageModelBackend(Protocol):
-    """Where an LM world model (:class:`~wmrl.environments.lm_world_model.LMWorldModel`) runs its language model:
+    """Where an LM world model (:class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`) runs its language model:
     transformers in the training process (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the
     default) or a vLLM engine (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`), chosen by
     ``class_path``. ``tokenizer`` is ``None`` until :meth:`load` or :meth:`bind`; prompts are token ids; both
@@ -405,7 +405,7 @@ class TaskGrader(Protocol):
     """A task author's grader (the ``grade`` function a folder task's ``grade.py`` names, MLE-bench's convention):
     the submission (a DataFrame) against the hidden answers (a DataFrame, or a list of records for ``.jsonl``
     answers) -> the score; raises ``InvalidSubmissionError`` for a submission it refuses. Run in a process of its
-    own by :mod:`wmrl.tasks.grade_runner`."""
+    own by :mod:`wmrl.autoresearch.tasks.grade_runner`."""
 
     def __call__(self, submission: Any, answers: Any) -> float: ...
 
@@ -453,7 +453,7 @@ class LearnsFromDemonstrations(Protocol):
 
 @runtime_checkable
 class DemonstrationData(Protocol):
-    """A VLA data module (``data:``, :class:`~wmrl.datamodules.lerobot.LeRobotVLADataModule`) that carries the
+    """A VLA data module (``data:``, :class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule`) that carries the
     demonstrations: what behaviour cloning and the world model learn from, recorded on the module's simulator
     (``check_simulator`` refuses another one), and the held-out initial states."""
 
@@ -489,7 +489,7 @@ class ChunkPolicy(Protocol):
 
 @runtime_checkable
 class ClonesBehaviour(Protocol):
-    """A module with an SFT stage (:class:`~wmrl.modules.vla_grpo.VLAGRPOModule`), run by
+    """A module with an SFT stage (:class:`~wmrl.vla.grpo.VLAGRPOModule`), run by
     :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` on the successful demonstrations; returns the last loss."""
 
     def demonstrations(self) -> list[Any]: ...

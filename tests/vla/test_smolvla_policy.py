@@ -107,7 +107,7 @@ def test_vlm_weights_load_from_a_local_checkpoint_directory(tmp_path):
 
 
 def test_smolvla_configuration_errors_name_the_key():
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
 
     with pytest.raises(ValueError, match=r"model.init_args.kl_coef must be 0 for model.init_args.policy.type smolvla"):

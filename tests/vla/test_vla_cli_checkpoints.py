@@ -129,7 +129,7 @@ def test_every_shipped_vla_config_saves_hyperparameters_that_ckpt_path_reads(con
     args = [*composed(config), "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"]
     cli = lightning_cli(args, run=False)
     hparams = dict(cli.model.hparams)
-    assert hparams["_class_path"] == "wmrl.modules.vla_grpo.VLAGRPOModule"
+    assert hparams["_class_path"] == "wmrl.vla.grpo.VLAGRPOModule"
     assert isinstance(hparams["policy"], dict) and "simulator" not in hparams
     buffer = io.BytesIO()
     torch.save({"hyper_parameters": hparams}, buffer)

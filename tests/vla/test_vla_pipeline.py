@@ -84,8 +84,8 @@ def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_
 
 
 def test_bad_configuration_names_the_key_and_the_fix():
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.simulator import PushTSimulator
 
     with pytest.raises(ValueError, match=r"model.init_args.group_size must be >= 2.*set that"):
@@ -153,7 +153,7 @@ def test_progress_world_model_learns_the_demonstrations_recorded_reward_and_anch
 def test_noisy_held_out_episodes_are_reproducible_and_leave_the_noise_free_ones_alone():
     """``eval_noisy_episodes`` adds the Gaussian policy's success per state, from its own seeded generator: two
     evaluations agree, and the noise-free episodes are those of an evaluation without it."""
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings, build_policy
     from wmrl.vla.simulator import PushTSimulator
 

@@ -20,8 +20,8 @@ SIMULATOR = {"max_episode_steps": 40, "success_threshold": 0.85, "initial_states
 
 def build(run_dir, demos_root):
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
     from wmrl.vla.progress_world_model import ProgressWorldModel
     from wmrl.vla.simulator import PushTSimulator

@@ -36,8 +36,8 @@ def untrained_policy():
 
 
 def fit(run_dir, demos_root, warm_start, policy_instance, max_steps=1, ckpt_path=None):
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
     from wmrl.vla.simulator import PushTSimulator
 

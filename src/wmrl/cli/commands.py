@@ -50,7 +50,7 @@ def _progress() -> Progress:
 
 
 def _suite(args):
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     return TaskSuite(cache_dir=args.cache_dir)
 
@@ -66,7 +66,7 @@ def _recorded(suite, spec) -> str:
 
 
 def _sandbox(args):
-    from wmrl.environments.sandbox import make_sandbox
+    from wmrl.autoresearch.environments.sandbox import make_sandbox
 
     kwargs = {}
     if args.sandbox == "process":
@@ -108,8 +108,8 @@ def cmd_tasks_list(args) -> None:
 
 
 def cmd_tasks_add(args) -> None:
-    from wmrl.tasks import registry
-    from wmrl.tasks.catalog import TASKS
+    from wmrl.autoresearch.tasks import registry
+    from wmrl.autoresearch.tasks.catalog import TASKS
 
     suite = _suite(args)
     if args.mlebench_data is not None:
@@ -140,7 +140,7 @@ def cmd_tasks_add(args) -> None:
 
 
 def cmd_tasks_remove(args) -> None:
-    from wmrl.tasks import registry
+    from wmrl.autoresearch.tasks import registry
 
     gone = registry.remove(_suite(args).cache_dir, args.names)
     if not gone:
@@ -199,8 +199,8 @@ def cmd_tasks_build(args) -> None:
 def cmd_tasks_check(args) -> None:
     suite = _suite(args)
     ids = _ids(args, suite)
-    from wmrl.environments.grader import grader_self_test
-    from wmrl.environments.references_run import Reproduction
+    from wmrl.autoresearch.environments.grader import grader_self_test
+    from wmrl.autoresearch.environments.references_run import Reproduction
 
     # Each task's grader must grade its own sample submission: that is what makes an exception it raises on a
     # submission the submission's fault (ran_no_sub) rather than an infrastructure failure.
@@ -225,8 +225,8 @@ def cmd_tasks_check(args) -> None:
 
 
 def _run_references(args, suite, ids, record: bool):
-    from wmrl.environments.real import SandboxEnvironment
-    from wmrl.environments.references_run import relative_difference, run_references
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.references_run import relative_difference, run_references
 
     tasks = suite.build(ids)
     # Reference solutions are the kit's own trusted scripts: a weak isolation may run them (it is warned about).
@@ -352,7 +352,7 @@ def _warn_if_weak(sandbox, consequence: str) -> None:
 
 
 def cmd_exec(args) -> None:
-    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
 
     script = read_script(args.script)
     suite = _suite(args)
@@ -381,8 +381,8 @@ def cmd_exec(args) -> None:
 
 
 def cmd_leak_scan(args) -> None:
-    from wmrl.environments.leak_scan import leak_scan
-    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.leak_scan import leak_scan
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
 
     suite = _suite(args)
     ids = _ids(args, suite)
@@ -453,8 +453,8 @@ def cmd_evaluate(args) -> None:
     from datetime import datetime
 
     from wmrl.algorithms.stats import describe_gain
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
     from wmrl.cli.evaluate import compare, resolve_policies
-    from wmrl.environments.real import SandboxEnvironment
 
     suite = _suite(args)
     if args.tasks and args.split:
@@ -659,13 +659,18 @@ def main(argv: list[str] | None = None) -> int:
 
             print(quick_help(words[0]))
             return 0
+        from wmrl.cli.config_files import command_line_errors
+
+        if lines := command_line_errors(words[0], words[1:]):  # before Lightning is imported: an instant answer
+            sys.stderr.write("\n".join(lines) + "\n")
+            return 2
         from wmrl.cli.trainer import run
 
         return run(argv)  # None: LightningCLI reads sys.argv itself; a configuration error prints short
     args = build_parser().parse_args(words)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from wmrl.tasks.build import TaskCacheError
-    from wmrl.tasks.suite import UnknownTaskError
+    from wmrl.autoresearch.tasks.build import TaskCacheError
+    from wmrl.autoresearch.tasks.suite import UnknownTaskError
 
     try:
         args.fn(args)

@@ -1,7 +1,7 @@
 """``wmrl evaluate``: policies (the base model, checkpoints of ``wmrl fit``) compared on the same held-out tasks,
 samples and seeds, each sample's script and outcome written down (:mod:`wmrl.evaluation` keeps the records).
 
-An AutoResearch application: each policy is sampled by a :class:`~wmrl.modules.grpo.GRPOModule` in the real
+An AutoResearch application: each policy is sampled by a :class:`~wmrl.autoresearch.grpo.GRPOModule` in the real
 environment.
 """
 
@@ -72,10 +72,10 @@ def checkpoint_settings(path: Path) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix
         raise PolicyError(f"policy {str(path)!r}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     hparams = saved.get("hyper_parameters", {}) if isinstance(saved, dict) else {}
-    cls = str(hparams.get("_class_path", "wmrl.modules.grpo.GRPOModule"))
+    cls = str(hparams.get("_class_path", "wmrl.autoresearch.grpo.GRPOModule"))
     if not cls.endswith("GRPOModule") or "model" not in hparams or "prefill" not in hparams:
         raise PolicyError(f"policy {str(path)!r}: a checkpoint of {cls}, not of an AutoResearch policy "
-                          "(wmrl.modules.grpo.GRPOModule); VLA checkpoints are evaluated with `wmrl validate`")
+                          "(wmrl.autoresearch.grpo.GRPOModule); VLA checkpoints are evaluated with `wmrl validate`")
     return {k: hparams[k] for k in SAMPLING_SETTINGS if k in hparams}
 
 
@@ -109,8 +109,8 @@ def build_module(policy: Policy, environment: Any):
     """The ``GRPOModule`` that samples as ``policy`` does, its checkpoint's trainable weights loaded."""
     import torch
 
+    from wmrl.autoresearch.grpo import GRPOModule
     from wmrl.models import LoraSettings
-    from wmrl.modules.grpo import GRPOModule
 
     settings = dict(policy.settings)
     lora = settings.pop("lora", LoraSettings())

@@ -16,8 +16,8 @@ import textwrap
 from pathlib import Path
 
 #: (config key prefix, class) listed in full; the VLA classes are named with the command that lists them
-CLASSES = (("model", "wmrl.modules.grpo", "GRPOModule"),
-           ("data", "wmrl.datamodules.autoresearch", "AutoResearchDataModule"))
+CLASSES = (("model", "wmrl.autoresearch.grpo", "GRPOModule"),
+           ("data", "wmrl.autoresearch.data", "AutoResearchDataModule"))
 #: the subcommands that LightningCLI runs (:mod:`wmrl.cli.trainer`); the others are wmrl's own (:mod:`wmrl.cli.commands`)
 LIGHTNING_COMMANDS = ("fit", "validate", "test")
 WHAT = {"fit": "train (and evaluate on the held-out tasks at each epoch end)",

@@ -38,10 +38,10 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 
 # wmrl's modules and data modules, known to the parser by their short names (`--data.help AutoResearchDataModule`);
 # none of them imports LeRobot, vLLM or transformers at import time
-import wmrl.datamodules.autoresearch
-import wmrl.datamodules.lerobot
-import wmrl.modules.grpo
-import wmrl.modules.vla_grpo  # noqa: F401
+import wmrl.autoresearch.data
+import wmrl.autoresearch.grpo
+import wmrl.vla.data.lerobot
+import wmrl.vla.grpo  # noqa: F401
 from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
 TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors

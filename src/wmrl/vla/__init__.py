@@ -16,8 +16,8 @@ InverseVarianceDenoising) work here unchanged, through the same RL hooks and typ
 - ``recorder``: :class:`AnchorEpisodeRecorder` (anchor episodes into a LeRobotDataset)
 - ``warm_start``: :class:`BehaviourCloningWarmStart` (the SFT stage before RL, a callback)
 
-The LightningModule and data module live with their roles: :class:`wmrl.modules.vla_grpo.VLAGRPOModule` (the RL
-update) and :class:`wmrl.datamodules.lerobot.LeRobotVLADataModule` (demonstrations, train / held-out initial states).
+The wing's training parts: ``grpo`` (:class:`~wmrl.vla.grpo.VLAGRPOModule`, the RL update) and ``data``
+(:class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule`: demonstrations, train / held-out initial states).
 
 LeRobot needs Python >= 3.12 and the ``wmrl[lerobot]`` extra; importing this package never imports LeRobot
 (:func:`wmrl.vla.requirements.require_lerobot` names the fix where it is needed).

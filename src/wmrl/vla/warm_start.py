@@ -1,11 +1,11 @@
 """`BehaviourCloningWarmStart`: the SFT stage before VLA post-training, as its own step.
 
 What it does: at fit start it clones the data module's successful demonstrations into the policy
-(:meth:`wmrl.modules.vla_grpo.VLAGRPOModule.behaviour_cloning`: ``steps`` AdamW steps of the policy's own loss
+(:meth:`wmrl.vla.grpo.VLAGRPOModule.behaviour_cloning`: ``steps`` AdamW steps of the policy's own loss
 on ``batch_size`` demonstration chunks each, at learning rate ``lr``; the last loss is logged as ``sft/loss``).
 
 When it runs: in ``on_fit_start``, once per fit, before any rollout. Lightning calls the callbacks' hooks before
-the module's own, so it has finished when :class:`~wmrl.modules.vla_grpo.VLAGRPOModule`'s ``on_fit_start`` snapshots
+the module's own, so it has finished when :class:`~wmrl.vla.grpo.VLAGRPOModule`'s ``on_fit_start`` snapshots
 the KL reference: the reference is the policy after SFT, and the world model is trained after it, as in the paper.
 
 A resumed run (``wmrl fit --ckpt_path ...``: its checkpoint holds the trained policy and the SFT reference) does

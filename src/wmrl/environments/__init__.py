@@ -1,5 +1,0 @@
-"""The AutoResearch environments, all answering :class:`wmrl.types.Environment` (``step_many``): the real one
-(:mod:`~wmrl.environments.real`: a sandbox runs each script, :mod:`~wmrl.environments.grader` grades it outside,
-:mod:`~wmrl.environments.execution_log` records and caches executions), the sandboxes themselves (``sandbox/``,
-and :mod:`~wmrl.environments.leak_scan` checking they hold no answers), and two world models that predict the
-outcome instead (:mod:`~wmrl.environments.lm_world_model`, :mod:`~wmrl.environments.learned`)."""
