@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from wmrl.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.generation.hf import HFGenerationEngine
 from wmrl.models import load_policy
 from wmrl.rollout.agent import AgentLoop, AgentSettings

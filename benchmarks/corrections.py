@@ -7,7 +7,7 @@ distortion of the real ones plus noise. A learned world model's errors are unkno
 whose errors are known: :class:`wmrl.vla.distorted_oracle.DistortedOracle` grades with the true reward ``r`` and
 returns ``clip(g(r) + noise, 0, 1)``, ``g`` a chosen monotone distortion (the *bias*), the noise Gaussian with a
 chosen sd (the *noise*). The domain is :class:`wmrl.vla.bandit.TargetBandit` (one action per episode, a continuous
-true reward, a linear Gaussian policy): the real :class:`~wmrl.modules.vla_grpo.VLAGRPOModule` and the real
+true reward, a linear Gaussian policy): the real :class:`~wmrl.vla.grpo.VLAGRPOModule` and the real
 callbacks (``AnchorRouting``, ``WorldModelReward``, ``OnlineDebiasing``, ``InverseVarianceDenoising``) run unchanged;
 a training step takes milliseconds instead of PushT's seconds, so every arm runs with several seeds.
 
@@ -150,10 +150,10 @@ class AdvantageAgreement(RLCallback):
 def build(setting: str, arm: str, seed: int, budget: Budget, run_dir: Path):
     """The module, data module and callbacks of one run (every seed in them is ``seed``)."""
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
-    from wmrl.datamodules.bandit import BanditDataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
     from wmrl.vla.bandit import LinearGaussianPolicy, TargetBandit
+    from wmrl.vla.data.bandit import BanditDataModule
     from wmrl.vla.distorted_oracle import DistortedOracle
+    from wmrl.vla.grpo import VLAGRPOModule
 
     bandit = TargetBandit()
     module = VLAGRPOModule(simulator=bandit, group_size=budget.group_size, exploration_std=budget.exploration_std,

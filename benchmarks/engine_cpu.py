@@ -44,8 +44,8 @@ def prepare() -> None:
     """Convert the model and build the quickstart's tasks before any run is timed (a user does it once)."""
     import yaml
 
+    from wmrl.autoresearch.tasks.suite import TaskSuite
     from wmrl.models import resolve_model
-    from wmrl.tasks.suite import TaskSuite
 
     resolve_model("smollm2-135m-instruct")
     data = yaml.safe_load((ROOT / "configs/autoresearch/quickstart.yaml").read_text())["data"]["init_args"]

@@ -80,10 +80,11 @@ EOF
 log "throughput: policy generation, world-model scoring and world-model generation"
 timeout 300 "$PY" - <<'EOF'
 import time
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.lm_world_model import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.lm_world_model import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
 from wmrl.models import LoraSettings, load_policy, resolve_model
-from wmrl.rollout.agent import AgentLoop, AgentSettings, StepRequest
+from wmrl.rollout.agent import AgentLoop, AgentSettings
+from wmrl.types import StepRequest
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import VLLMGenerationEngine, VLLMSettings
 from wmrl.generation.vllm_world_model import VLLMWorldModelBackend

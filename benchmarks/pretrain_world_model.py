@@ -2,7 +2,7 @@
 
 The paper's world model is a pretrained LLM that knows code before RL starts; the 135M CPU policy's base has no
 such knowledge (Spearman -0.15 against real rewards, ``benchmarks/world_model_fidelity.py``). Its CPU
-counterpart is :class:`~wmrl.environments.learned.LearnedWorldModel` fit, before training, on real executions of
+counterpart is :class:`~wmrl.autoresearch.environments.learned.LearnedWorldModel` fit, before training, on real executions of
 scripts the *starting* policy wrote for the training tasks. This script builds it:
 
 1. (``--sample``) samples ``--samples`` one-turn rollouts per training task from the base policy and executes
@@ -74,8 +74,8 @@ def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float
     """Spearman of out-of-fold predicted rewards against real rewards, folds drawn by distinct script."""
     from scipy.stats import spearmanr
 
-    from wmrl.environments.learned import outcome_label
-    from wmrl.rollout.agent import StepRequest
+    from wmrl.autoresearch.environments.learned import outcome_label
+    from wmrl.types import StepRequest
 
     records = [r for r in records if outcome_label(r[2]) is not None]
     scripts = sorted({r[1] for r in records})
@@ -100,8 +100,8 @@ def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float
 
 def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, suite=None) -> dict:
     """Fit a :class:`LearnedWorldModel` on ``logs``, save it to ``out`` and its manifest to ``<out>.json``."""
-    from wmrl.environments.learned import LearnedWorldModel, outcome_label, read_executions
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel, outcome_label, read_executions
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     suite = suite or TaskSuite()
     records = [r for path in logs for r in read_executions(path)]

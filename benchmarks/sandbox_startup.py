@@ -35,8 +35,8 @@ SCRIPTS = {"pass": "pass\n", "import numpy, pandas, sklearn": "import numpy, pan
 WORKER = r"""
 import json, sys, time
 start = time.perf_counter()
-from wmrl.environments.sandbox import ExecutionRequest, make_sandbox
-from wmrl.environments.sandbox.base import SandboxLimits
+from wmrl.autoresearch.environments.sandbox import ExecutionRequest, make_sandbox
+from wmrl.autoresearch.environments.sandbox.base import SandboxLimits
 backend = sys.argv[1]
 sandbox = make_sandbox(backend, max_concurrency=1, **({"isolation": "bwrap"} if backend == "process" else {}))
 print(json.dumps({"ready": time.perf_counter() - start, "isolation": sandbox.description}), flush=True)

@@ -15,9 +15,9 @@ import platform
 import statistics
 import time
 
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.sandbox import ExecutionRequest, make_sandbox
-from wmrl.tasks.suite import TaskSuite
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox import ExecutionRequest, make_sandbox
+from wmrl.autoresearch.tasks.suite import TaskSuite
 
 
 def serial_seconds(sandbox, script: str, n: int) -> list[float]:

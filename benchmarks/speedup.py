@@ -84,7 +84,7 @@ RUN_ORDER = ("wmrl", "real_grpo", "uncorrected", "debias_only", "denoise_only", 
 PARTS = {"time/generate": "generate", "time/update": "update", "time/env": "execute", "time/world_model": "world model"}
 
 LEARNED_WORLD_MODEL = {
-    "class_path": "wmrl.environments.learned.LearnedWorldModel",
+    "class_path": "wmrl.autoresearch.environments.learned.LearnedWorldModel",
     "init_args": {"encoder": "all-minilm-l6-v2", "warm_start": [], "execution_log": False, "min_examples": 4,
                   "refit_every": 4},
 }
@@ -92,7 +92,7 @@ PRETRAINED = "benchmarks/artefacts/learned_world_model_train.pt"  # built by ben
 #: the learned world model *pretrained* on real executions of base-policy scripts on the train split (the CPU
 #: counterpart of the paper's pretrained LLM world model), still learning from every anchor during the run
 PRETRAINED_WORLD_MODEL = {
-    "class_path": "wmrl.environments.learned.LearnedWorldModel",
+    "class_path": "wmrl.autoresearch.environments.learned.LearnedWorldModel",
     "init_args": {"encoder": "all-minilm-l6-v2", "pretrained": str(ROOT / PRETRAINED), "warm_start": [],
                   "execution_log": False, "min_examples": 4, "refit_every": 3},
 }
@@ -233,7 +233,7 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
         callback.setdefault("init_args", {}).update(preset.callbacks.get(name, {}))
     model = {
         "environment": {
-            "class_path": "wmrl.environments.real.SandboxEnvironment",
+            "class_path": "wmrl.autoresearch.environments.real.SandboxEnvironment",
             # every script really runs: two arms with one seed sample the same scripts, and a cached one is free
             "init_args": {"use_cache": False, "starter_solution": preset.starter},
         },

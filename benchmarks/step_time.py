@@ -26,16 +26,16 @@ from pathlib import Path
 
 import torch
 
-from wmrl.datamodules.autoresearch import tasks_for_step
-from wmrl.environments.real import SandboxEnvironment
+from wmrl.autoresearch.data import tasks_for_step
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.tasks.suite import TaskSuite
 from wmrl.rollout.agent import SYSTEM_PROMPT, extract_code, response_prefill
-from wmrl.tasks.suite import TaskSuite
 
 
 def wmrl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
     import lightning.pytorch as pl
 
-    from wmrl.modules.grpo import GRPOModule
+    from wmrl.autoresearch.grpo import GRPOModule
 
     class Timer(pl.Callback):
         def __init__(self) -> None:

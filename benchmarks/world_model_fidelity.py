@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.algorithms.debias import fit_calibration
+from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
 from wmrl.callbacks.world_model_reward import fidelity
-from wmrl.environments.lm_world_model import LMWorldModel
-from wmrl.rollout.agent import StepRequest
+from wmrl.types import StepRequest
 
 
 def load(path: Path, include_gated: bool) -> list[dict]:
@@ -107,7 +107,7 @@ def learned_predictions(rows: list[dict], fit: np.ndarray, test: np.ndarray,
                         args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
     """The learned world model's predictions: on the test share from a head trained on the whole fit share,
     and on the fit share out-of-fold (5 folds by distinct script), which is what it calibrates on."""
-    from wmrl.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel
     from wmrl.types import Outcome
 
     def trained(indices) -> LearnedWorldModel:

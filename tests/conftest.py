@@ -8,7 +8,7 @@ import shutil
 import pytest
 from sandbox_probe import bwrap_missing
 
-from wmrl.tasks.spec import TaskSpec
+from wmrl.autoresearch.tasks.spec import TaskSpec
 
 
 def _iris():
@@ -55,7 +55,7 @@ def isolated_cache(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def no_leaked_task_sources(monkeypatch):
     """Task folders a config registers (``data.init_args.task_dirs``) are process-wide: none outlives its test."""
-    from wmrl.tasks import registry
+    from wmrl.autoresearch.tasks import registry
 
     monkeypatch.setattr(registry, "_session", [])
     monkeypatch.delenv(registry.ENV_VAR, raising=False)
@@ -64,7 +64,7 @@ def no_leaked_task_sources(monkeypatch):
 @pytest.fixture(scope="session")
 def tiny_suite(tmp_path_factory):
     """Two small tasks built into a temp cache, with hand-set leaderboards (no reference runs needed)."""
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     root = tmp_path_factory.mktemp("wmrl-cache")
     suite = TaskSuite(cache_dir=root / "cache", lock_path=root / "suite.lock.json", specs=TINY_SPECS)
@@ -93,7 +93,7 @@ def process_sandbox():
     reason = bwrap_missing()
     if reason:
         pytest.skip(f"no bubblewrap: {reason}")
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     return ProcessSandbox(isolation="bwrap", max_concurrency=2)
 
@@ -101,7 +101,7 @@ def process_sandbox():
 @pytest.fixture(scope="session")
 def docker_sandbox():
     try:
-        from wmrl.environments.sandbox.docker import DockerSandbox, docker_available
+        from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox, docker_available
     except ImportError as exc:
         pytest.skip(f"no docker SDK: {exc}")
     reason = docker_available()

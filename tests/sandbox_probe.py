@@ -7,6 +7,6 @@ from __future__ import annotations
 
 def bwrap_missing() -> str | None:
     """Why bubblewrap cannot run here, or None when it can."""
-    from wmrl.environments.sandbox.process import _probe
+    from wmrl.autoresearch.environments.sandbox.process import _probe
 
     return _probe("bwrap")

@@ -155,8 +155,8 @@ def test_c_does_not_freeze_on_a_numerically_zero_disagreement():
 
 def test_denoising_callback_exposes_the_disagreement_floor():
     denoise = InverseVarianceDenoising(warmup=2, min_disagreement=0.5)
-    denoise.needs_calibration = False
     batch = anchor_batch([0.1, 0.3, 0.5, 0.9], [0.1, 0.3, 0.5, 0.9], [0, 0, 1, 1])  # perfect agreement
+    assert not batch.corrections.calibrating  # no calibration ran: the raw world-model rewards are compared
     for _ in range(3):
         denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 6 and denoise.weight == 1.0 and denoise.state.c is None
@@ -220,7 +220,7 @@ def test_a_sandbox_reports_its_runs_in_flight_to_anchor_routing():
     planned while two of them run gets the capacity they leave."""
     import threading
 
-    from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+    from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 
     release, started = threading.Event(), threading.Barrier(3)
 

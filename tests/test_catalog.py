@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from wmrl.tasks.catalog import TASKS
-from wmrl.tasks.metrics import METRICS
-from wmrl.tasks.suite import TaskSuite
+from wmrl.autoresearch.tasks.catalog import TASKS
+from wmrl.autoresearch.tasks.metrics import METRICS
+from wmrl.autoresearch.tasks.suite import TaskSuite
 
 
 def test_split_sizes_and_task_types():
@@ -35,7 +35,7 @@ def test_heldout_tasks_use_packages_no_training_task_uses():
 
 def test_import_wmrl_stays_light():
     code = (
-        "import sys, wmrl, wmrl.types, wmrl.tasks.catalog, wmrl.environments.sandbox\n"
+        "import sys, wmrl, wmrl.types, wmrl.autoresearch.tasks.catalog, wmrl.autoresearch.environments.sandbox\n"
         "heavy = [m for m in ('transformers', 'vllm', 'lerobot', 'torch', 'sklearn', 'pandas') if m in sys.modules]\n"
         "print(heavy)\n"
     )
@@ -61,8 +61,8 @@ def test_every_task_builds_with_recorded_data_and_eight_references(suite):
 
 @pytest.mark.slow
 def test_every_reference_solution_reproduces_its_recorded_score(suite, process_sandbox):
-    from wmrl.environments.real import SandboxEnvironment
-    from wmrl.tasks.references_run import run_references
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.references_run import run_references
 
     env = SandboxEnvironment(suite, process_sandbox, use_log=False)
     runs = run_references(env, suite.build())
@@ -81,7 +81,7 @@ def test_import_wmrl_callbacks_needs_no_model_stack():
     code = (
         "import sys, wmrl.callbacks\n"
         "print(sorted(m for m in sys.modules if m in ('vllm', 'lerobot') or m.startswith(('wmrl.models', "
-        "'wmrl.rollout', 'wmrl.modules'))))\n"
+        "'wmrl.rollout', 'wmrl.modules', 'wmrl.autoresearch', 'wmrl.vla'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -90,7 +90,7 @@ def test_import_wmrl_callbacks_needs_no_model_stack():
 def test_the_heavy_tier_starter_runs_in_the_sandbox_and_replaces_the_prompts_starter(suite, process_sandbox):
     """``starter_solution: heavy_boosting`` (the heavy execution tier of benchmarks/speedup.py): the prompt shows
     it, the prefill begins it, and it is a working solution (run here on a small task, where it is quick)."""
-    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
     from wmrl.rollout.agent import starter_head
 
     env = SandboxEnvironment(suite, process_sandbox, use_log=False, starter_solution="heavy_boosting")
@@ -111,7 +111,7 @@ def test_the_stacking_starter_pays_its_boosting_before_the_model_line_and_runs(s
     """``starter_solution: heavy_stacking`` (the paper's regime of benchmarks/speedup.py): out-of-fold predictions of
     a 1000-round boosting run, averaged over two shuffles of 5 folds, become features of the linear baseline; the
     stacking sits in the prefilled head, so every executed script pays it whatever model the policy writes."""
-    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
     from wmrl.rollout.agent import starter_head
 
     env = SandboxEnvironment(suite, process_sandbox, use_log=False, starter_solution="heavy_stacking")
@@ -129,7 +129,7 @@ def test_the_stacking_starter_pays_its_boosting_before_the_model_line_and_runs(s
 
 
 def test_an_unknown_or_unfit_starter_names_the_config_key(suite):
-    from wmrl.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
 
     with pytest.raises(ValueError, match=r"starter_solution: task 'smoke_iris' has no starter 'xgboost'.*knn"):
         SandboxEnvironment(suite, use_log=False, starter_solution="xgboost").starter("smoke_iris")

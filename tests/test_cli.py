@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 
 
 @pytest.fixture

@@ -5,24 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from config_overlays import OVERLAY_LINE, composed, declared_bases
 from lightning.pytorch.loggers import CSVLogger
 
 from wmrl.cli import lightning_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(ROOT.glob("configs/**/*.yaml")) + sorted(ROOT.glob("benchmarks/*.yaml"))
-# Overlays instantiate on top of their base config.
-OVERLAY_BASES = {"configs/debug/": ["configs/autoresearch/quickstart.yaml"],
-                 "configs/autoresearch/ablations/cpu/": ["configs/autoresearch/quickstart.yaml"],
-                 "configs/autoresearch/world_models/": ["configs/autoresearch/quickstart.yaml"],
-                 "configs/autoresearch/ablations/paper/": ["configs/autoresearch/paper_4b.yaml"],
-                 "configs/autoresearch/paper_4b_vllm.yaml": ["configs/autoresearch/paper_4b.yaml"],
-                 "configs/autoresearch/vllm_cpu.yaml": ["configs/autoresearch/quickstart.yaml"],
-                 "configs/strategy/": ["configs/autoresearch/quickstart.yaml"],
-                 "configs/tasks/": ["configs/autoresearch/quickstart.yaml"],
-                 "configs/vla/arms/pusht.yaml": [],
-                 "configs/vla/arms/": ["configs/vla/arms/pusht.yaml"],
-                 "benchmarks/": ["configs/autoresearch/quickstart.yaml", "configs/autoresearch/ablations/cpu/wmrl.yaml"]}
 # Configs for GPU machines instantiate here with their GPU-only choices swapped for CPU stand-ins (the vLLM engine
 # and world-model backend stay: they import vllm only when they first generate).
 _GPU_TO_CPU = ["--trainer.accelerator=cpu", "--trainer.precision=32-true", "--model.init_args.model=smollm2-135m-instruct",
@@ -69,13 +58,30 @@ def test_configs_exist():
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=relative)
+def test_a_config_is_a_base_or_says_on_which_bases_it_goes(config):
+    """A base names its model and data classes; an overlay's first line names its bases, each an existing config
+    whose own bases come before it (``a + b``: ``b`` is an overlay on ``a``), the first one a base."""
+    import yaml
+
+    name, bases = relative(config), declared_bases(config)
+    first = config.read_text().partition("\n")[0]
+    assert bases or "overlay" not in first.lower(), f"{name}: write its first line as `{OVERLAY_LINE}<base>.yaml`"
+    if not bases:
+        settings = yaml.safe_load(config.read_text()) or {}
+        assert all("class_path" in (settings.get(k) or {}) for k in ("model", "data")), (
+            f"{name} names no model or data class: an overlay's first line is `{OVERLAY_LINE}<base>.yaml`")
+    for i, base in enumerate(bases):
+        assert (ROOT / base).is_file(), f"{name}: its base {base} does not exist"
+        assert declared_bases(ROOT / base) == bases[:i], f"{name}: {base} goes on {declared_bases(ROOT / base)}"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=relative)
 def test_config_instantiates(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative run dirs land in the temp dir
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # configs/tasks/ name the example folder relatively
     name = relative(config)
-    bases = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), [])
-    args = [*[a for b in bases for a in ("-c", str(ROOT / b))], "-c", str(config),
-            *CPU_STANDINS.get(bases[0] if bases else name, [])]
+    bases = declared_bases(config)
+    args = [*composed(config), *CPU_STANDINS.get(bases[0] if bases else name, [])]
     if name == "configs/strategy/fsdp.yaml":
         check_fsdp_overlay(config, args)
         return
@@ -93,7 +99,7 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
         # the engine is the run's infrastructure, not a model setting: a checkpoint evaluated on another machine
         # (`--ckpt_path`) samples with that machine's configured engine
-        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.modules.grpo.GRPOModule"
+        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.autoresearch.grpo.GRPOModule"
         (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
         assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
         (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
@@ -121,14 +127,14 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert cli.model.environments["real"].suite.get("state_violent_crime").spec.folder is not None
     expected = expected_callbacks(name)
     if expected is not None:
+        from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
         from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward
-        from wmrl.environments.lm_world_model import LMWorldModel
 
         rl = [c for c in cli.trainer.callbacks if isinstance(c, RLCallback)]
         assert [type(c).__name__ for c in rl] == expected
         for c in rl:
             if isinstance(c, WorldModelReward) and "learned" in name:
-                from wmrl.environments.learned import LearnedWorldModel
+                from wmrl.autoresearch.environments.learned import LearnedWorldModel
 
                 assert isinstance(c.world_model, LearnedWorldModel) and c.world_model.execution_log
             elif isinstance(c, WorldModelReward) and name.startswith("configs/vla/"):
@@ -160,9 +166,9 @@ def test_wmrl_validate_reads_a_checkpoint_of_every_shipped_autoresearch_config(c
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     name = relative(config)
-    bases = next((b for prefix, b in OVERLAY_BASES.items() if name.startswith(prefix)), [])
-    args = [*[a for b in bases for a in ("-c", str(ROOT / b))], "-c", str(config),
-            *CPU_STANDINS.get(bases[0] if bases else name, []), f"--model.init_args.model={tiny_model_dir}",
+    bases = declared_bases(config)
+    args = [*composed(config), *CPU_STANDINS.get(bases[0] if bases else name, []),
+            f"--model.init_args.model={tiny_model_dir}",
             f"--trainer.default_root_dir={tmp_path / 'run'}", "--model.init_args.dtype=float32"]
     cli = lightning_cli(args, run=False)
     cli.trainer.strategy.connect(cli.model)
@@ -228,7 +234,7 @@ def test_overriding_the_run_dir_under_the_fit_subcommand(tmp_path):
 
 
 def test_no_shipped_yaml_repeats_the_loggers_progress_bar_or_checkpoint():
-    """wmrl fit adds them to every run (wmrl.trainer_cli.default_loggers / default_callbacks); a config lists a
+    """wmrl fit adds them to every run (wmrl.cli.trainer.default_loggers / default_callbacks); a config lists a
     ModelCheckpoint only to change its frequency."""
     for config in CONFIGS:
         text = config.read_text()
@@ -274,11 +280,11 @@ def test_the_progress_bar_says_the_step_budget():
     assert bar._get_train_description(0) == "Training: 3 steps"
 
 
-CONFIGURABLE = ["wmrl.modules.grpo:GRPOModule", "wmrl.datamodules.autoresearch:AutoResearchDataModule",
+CONFIGURABLE = ["wmrl.autoresearch.grpo:GRPOModule", "wmrl.autoresearch.data:AutoResearchDataModule",
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
                 "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:RewardTerms",
-                "wmrl.environments.lm_world_model:LMWorldModel", "wmrl.environments.learned:LearnedWorldModel",
-                "wmrl.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
+                "wmrl.autoresearch.environments.lm_world_model:LMWorldModel", "wmrl.autoresearch.environments.learned:LearnedWorldModel",
+                "wmrl.autoresearch.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
                 "wmrl.generation.vllm_world_model:VLLMWorldModelBackend", "wmrl.generation.vllm:VLLMGenerationEngine"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.types import Status
 
 VALID_SOLUTION = """
@@ -216,8 +216,8 @@ def test_a_python_installed_under_tmp_runs_in_the_process_sandbox(process_sandbo
     import subprocess
     import sys
 
-    from wmrl.environments.sandbox import ProcessSandbox
-    from wmrl.environments.sandbox.base import ExecutionRequest, SandboxLimits
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, SandboxLimits
 
     venv = Path("/tmp") / f"wmrl-venv-{secrets.token_hex(4)}"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.environments.sandbox.base import ExecutionRequest, SandboxLimits
-from wmrl.environments.sandbox.docker import CONTAINER_LABELS, docker_available, pick_engine
+from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, SandboxLimits
+from wmrl.autoresearch.environments.sandbox.docker import CONTAINER_LABELS, docker_available, pick_engine
 
 FAST = SandboxLimits(timeout_s=20, memory_mb=1024)
 
@@ -42,7 +42,7 @@ def test_docker_available_names_the_engine_it_cannot_reach(tmp_path):
 
 
 def test_unreachable_engine_fails_loudly_at_construction(tmp_path):
-    from wmrl.environments.sandbox.docker import DockerSandbox
+    from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox
 
     url = f"unix://{tmp_path}/no-such.sock"
     with pytest.raises(RuntimeError, match="no usable docker engine"):
@@ -50,7 +50,7 @@ def test_unreachable_engine_fails_loudly_at_construction(tmp_path):
 
 
 def test_missing_sdk_names_the_extra(monkeypatch):
-    from wmrl.environments.sandbox.docker import DockerSandbox
+    from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox
 
     monkeypatch.setitem(sys.modules, "docker", None)
     with pytest.raises(ImportError, match=r"pip install 'wmrl\[docker\]'"):
@@ -93,7 +93,7 @@ def test_containers_are_removed_after_success_timeout_and_crash(docker_sandbox):
 
 @pytest.mark.docker
 def test_container_is_removed_when_the_host_is_interrupted(docker_sandbox, monkeypatch):
-    from wmrl.environments.sandbox import docker as docker_module
+    from wmrl.autoresearch.environments.sandbox import docker as docker_module
 
     def interrupt(self):
         raise KeyboardInterrupt
@@ -242,7 +242,7 @@ def test_an_engine_stopped_mid_run_loses_no_execution_and_counts_none_twice(seco
     import threading
     import time
 
-    from wmrl.environments.sandbox.docker import DockerSandbox, _engine_name
+    from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox, _engine_name
 
     url, proc = second_engine
     sandbox = DockerSandbox(base_urls=[_engine_name(None), url], slots_per_engine=2)
@@ -278,7 +278,7 @@ def test_with_every_engine_down_a_run_is_missing_not_zero(second_engine):
     import os
     import signal
 
-    from wmrl.environments.sandbox.docker import DockerSandbox
+    from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox
 
     url, proc = second_engine
     sandbox = DockerSandbox(base_urls=[url], slots_per_engine=1)

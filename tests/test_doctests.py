@@ -11,7 +11,7 @@ import pytest
 import wmrl
 
 # runs inside the sandbox as a script; the VLA package needs the Python 3.12 lerobot env (tests/vla/)
-SKIP = ("wmrl.environments.sandbox.boot", "wmrl.vla")
+SKIP = ("wmrl.autoresearch.environments.sandbox.boot", "wmrl.vla")
 MODULES = sorted(
     m.name for m in pkgutil.walk_packages(wmrl.__path__, "wmrl.") if not m.name.startswith(SKIP)
 )
@@ -24,4 +24,4 @@ def test_docstring_examples(name):
 
 
 def test_the_doctests_are_found():
-    assert "wmrl.algorithms.debias" in MODULES and "wmrl.environments.learned" in MODULES
+    assert "wmrl.algorithms.debias" in MODULES and "wmrl.autoresearch.environments.learned" in MODULES

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from wmrl.environments.execution_log import ExecutionLog
-from wmrl.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.execution_log import ExecutionLog
+from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.types import Outcome, Status
 
 SOLUTION = """

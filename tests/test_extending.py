@@ -14,12 +14,11 @@ import pytest
 import torch
 from fakes import LoggingModule, LowTokenEnvironment, byte_tokenizer
 
+from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks import OnlineDebiasing, RewardTerms, RLCallback
 from wmrl.cli import lightning_cli
 from wmrl.models import tiny_llama
-from wmrl.modules.grpo import GRPOModule
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Outcome, Source, Status, Trajectory, Turn
+from wmrl.types import Outcome, RewardCorrections, Source, Status, StepRequest, Trajectory, Turn
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "extending.md"
@@ -121,7 +120,7 @@ def test_reward_terms_leave_missing_rewards_missing_and_count_silent_terms():
     trajectories = (Trajectory("t", 0, (turn,)), Trajectory("t", 0, (turn,)), Trajectory("t", 0, ()))
     batch = SimpleNamespace(trajectories=trajectories, rewards=torch.tensor([0.8, math.nan, 0.2]),
                             graded=torch.tensor([True, False, True]),
-                            wm_calibrated=torch.tensor([0.7, math.nan, math.nan]))
+                            wm_calibrated=torch.tensor([0.7, math.nan, math.nan]), corrections=RewardCorrections())
 
     def bonus(trajectory):
         return 1.0 if trajectory.turns else None
@@ -130,6 +129,7 @@ def test_reward_terms_leave_missing_rewards_missing_and_count_silent_terms():
     RewardTerms([bonus], weights=[0.5]).on_rewards(None, module, batch)
     assert batch.rewards[0] == pytest.approx(1.3) and math.isnan(batch.rewards[1]) and batch.rewards[2] == pytest.approx(0.2)
     assert batch.wm_calibrated[0] == pytest.approx(1.2)  # the anchor's calibrated prediction moves with it
+    assert batch.corrections.shaped  # a calibration after it refuses the batch
     assert module.logged["reward_terms/bonus"] == 1.0 and module.logged["reward_terms/bonus_missing"] == 1.0
 
 

@@ -20,13 +20,13 @@ from task_fixtures import (
     mlebench_layout,
 )
 
-from wmrl import cli
 from wmrl.algorithms.reward import ladder_reward
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.tasks import registry
-from wmrl.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_folder
-from wmrl.tasks.mlebench import load_competition
-from wmrl.tasks.suite import LOCK_PATH, TaskSuite
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.tasks import registry
+from wmrl.autoresearch.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_folder
+from wmrl.autoresearch.tasks.mlebench import load_competition
+from wmrl.autoresearch.tasks.suite import LOCK_PATH, TaskSuite
+from wmrl.cli import commands as cli
 from wmrl.types import Status
 
 
@@ -176,7 +176,7 @@ def test_a_pip_installed_package_contributes_tasks_through_the_entry_point_group
     dist = site / "mytasks-0.1.dist-info"  # what pip leaves in site-packages
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mytasks\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[wmrl.tasks]\nmine = mytasks:sources\n")
+    (dist / "entry_points.txt").write_text("[wmrl.autoresearch.tasks]\nmine = mytasks:sources\n")
     monkeypatch.syspath_prepend(str(site))
     registry._entry_point_sources.cache_clear()
     try:
@@ -310,7 +310,7 @@ def test_a_competitions_problems_name_its_config_keys_and_fixes(tmp_path, cache,
 
 # -- the data module and training --------------------------------------------------------------------------
 def test_the_data_module_takes_task_dirs_and_names_a_bad_one(tmp_path, cache):
-    from wmrl.datamodules.autoresearch import AutoResearchDataModule
+    from wmrl.autoresearch.data import AutoResearchDataModule
 
     folder = copy_example(tmp_path)
     competitions, data = mlebench_layout(tmp_path)
@@ -370,8 +370,8 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
 def test_both_world_models_work_on_folder_tasks_unchanged(tmp_path, cache):
     """The LM world model reads a folder task's prompt (overview, data dictionary, starter); the learned world
     model compares scripts with its starter and learns from its anchors, like on a built-in task."""
-    from wmrl.environments.learned import LearnedWorldModel
-    from wmrl.environments.lm_world_model import LMWorldModel
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
     from wmrl.models import smollm2_tokenizer, tiny_llama
     from wmrl.testing import check_world_model
     from wmrl.types import Outcome, Source, StepRequest

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from wmrl.algorithms.reward import ladder_reward
-from wmrl.environments.grader import grade
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
-from wmrl.tasks import registry
-from wmrl.tasks.suite import TaskSuite
+from wmrl.autoresearch.environments.grader import grade
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.autoresearch.tasks import registry
+from wmrl.autoresearch.tasks.suite import TaskSuite
 from wmrl.types import Status
 
 # MLE-bench style: a dict lookup of each label, which raises a plain exception on a label it does not know.
@@ -119,7 +119,7 @@ def test_a_grader_that_fails_on_the_sample_too_is_infrastructure(tmp_path, suite
 
 
 def test_the_self_test_follows_the_graders_code(tmp_path, suite):
-    from wmrl.environments.grader import grader_self_test
+    from wmrl.autoresearch.environments.grader import grader_self_test
 
     folder = iris_folder(tmp_path)
     registry.use([str(folder)])
@@ -131,7 +131,7 @@ def test_the_self_test_follows_the_graders_code(tmp_path, suite):
 
 def test_a_built_in_metric_that_raises_on_a_submission_is_the_submissions_fault(tiny_suite, monkeypatch):
     """The same rule for the built-in metrics: a metric that raises on predictions that passed validation."""
-    from wmrl.tasks import metrics
+    from wmrl.autoresearch.tasks import metrics
 
     task = tiny_suite.get("tiny_diabetes")
     real = metrics.METRICS["rmse"]
@@ -150,7 +150,7 @@ def test_a_built_in_metric_that_raises_on_a_submission_is_the_submissions_fault(
 
 
 def test_tasks_check_reports_a_grader_that_fails_on_its_sample(tmp_path, capsys, process_sandbox):
-    from wmrl import cli
+    from wmrl.cli import commands as cli
 
     folder = iris_folder(tmp_path, LOOKUP_GRADER.replace('"setosa": 0, ', ""))
     cache = tmp_path / "cache"

@@ -8,9 +8,9 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
-from wmrl.callbacks.base import RL_HOOKS, RLCallback
+from wmrl.autoresearch.grpo import GRPOModule
+from wmrl.callbacks.base import RLCallback
 from wmrl.models import tiny_llama
-from wmrl.modules.grpo import GRPOModule
 
 
 class Steps(torch.utils.data.IterableDataset):
@@ -71,7 +71,8 @@ def test_hooks_run_in_the_documented_order():
     recorder = Recorder()
     t = trainer(2, callbacks=[recorder])
     t.fit(make_module(), torch.utils.data.DataLoader(Steps(2), batch_size=None))
-    step = ["on_train_batch_start", *RL_HOOKS, "on_train_batch_end"]
+    step = ["on_train_batch_start", "on_rollout_plan", "on_rollout_end", "on_rewards", "on_advantages",
+            "on_train_batch_end"]  # written out: the documented order, not the constant under test
     assert recorder.calls == step * 2
 
 
@@ -166,7 +167,7 @@ def test_bad_configuration_names_every_key():
 
 
 def test_heldout_evaluation_samples_every_task_in_one_rollout():
-    from wmrl.datamodules.autoresearch import AutoResearchDataModule
+    from wmrl.autoresearch.data import AutoResearchDataModule
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)
     env = module.environments["real"]
@@ -186,8 +187,8 @@ def test_heldout_samples_are_written_per_evaluation_for_confidence_intervals(tmp
 
     from lightning.pytorch.loggers import CSVLogger
 
-    from wmrl.datamodules.autoresearch import AutoResearchDataModule
-    from wmrl.modules.grpo import EVAL_FILE
+    from wmrl.autoresearch.data import AutoResearchDataModule
+    from wmrl.autoresearch.grpo import EVAL_FILE
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)
     tasks = ["smoke_iris", "smoke_diabetes"]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from wmrl import cli
-from wmrl.environments.execution_log import ExecutionLog
-from wmrl.environments.grader import MAX_ERROR_CHARS, MAX_FEEDBACK_CHARS, grade
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.autoresearch.environments.execution_log import ExecutionLog
+from wmrl.autoresearch.environments.grader import MAX_ERROR_CHARS, MAX_FEEDBACK_CHARS, grade
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.cli import commands as cli
 from wmrl.types import Status
 
 
@@ -142,7 +142,7 @@ def test_feedback_and_error_are_capped_for_every_status(tiny_suite):
 # -- 4a. training refuses a sandbox that cannot hide the answers --------------------------------------------
 @pytest.mark.parametrize("isolation", ["unshare", "none"])
 def test_weak_isolation_is_refused_naming_the_fix(tiny_suite, isolation):
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     try:
         sandbox = ProcessSandbox(isolation=isolation)
@@ -267,7 +267,7 @@ def test_exec_error_quoting_a_bracketed_path_does_not_crash(run_exec, tmp_path):
 
 
 def test_exec_with_weak_isolation_warns_that_answers_are_reachable(run_exec, tmp_path):
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     script = tmp_path / "solution.py"
     script.write_text("print(1)\n")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
 from wmrl.types import Status
 
 VALID_SOLUTION = """
@@ -40,7 +40,7 @@ def deep_tmp(tmp_path):
 @pytest.fixture
 def own_root_env(tiny_suite, deep_tmp):
     """A bwrap sandbox whose per-run roots live in ``tmp_path``, so a test can see what a run left behind."""
-    from wmrl.environments.sandbox.process import ProcessSandbox, _probe
+    from wmrl.autoresearch.environments.sandbox.process import ProcessSandbox, _probe
 
     if _probe("bwrap"):
         pytest.skip(f"no bubblewrap: {_probe('bwrap')}")
@@ -117,7 +117,7 @@ def test_a_3000_deep_tree_is_graded_and_removed(own_root_env):
 
 
 def test_remove_tree_is_iterative_and_does_not_follow_links(deep_tmp):
-    from wmrl.environments.sandbox.common import remove_tree
+    from wmrl.autoresearch.environments.sandbox.common import remove_tree
 
     tmp_path = deep_tmp
 
@@ -265,7 +265,7 @@ def test_user_namespaces_cannot_be_created(env):
 
 # -- 6. weak isolation is visible to callers ----------------------------------------------------------------
 def test_only_bubblewrap_hides_the_answers(process_sandbox):
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     assert process_sandbox.hides_answers is True
     assert ProcessSandbox(isolation="none").hides_answers is False

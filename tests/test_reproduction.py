@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.tasks.metrics import METRICS
-from wmrl.tasks.references_run import (
+from wmrl.autoresearch.environments.references_run import (
     EXACT_REL_TOL,
     FAMILY_REL_TOL,
     REFERENCE_FAMILY,
@@ -19,7 +18,8 @@ from wmrl.tasks.references_run import (
     family_tolerance,
     reproduction,
 )
-from wmrl.tasks.suite import LOCK_PATH
+from wmrl.autoresearch.tasks.metrics import METRICS
+from wmrl.autoresearch.tasks.suite import LOCK_PATH
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = json.loads(Path(LOCK_PATH).read_text())["tasks"]
@@ -33,7 +33,7 @@ OTHER_CPU = [
 
 
 def _direction(task_id: str) -> bool:
-    from wmrl.tasks.catalog import TASKS
+    from wmrl.autoresearch.tasks.catalog import TASKS
 
     return METRICS[next(t for t in TASKS if t.id == task_id).metric].higher_is_better
 
@@ -105,8 +105,8 @@ def test_the_holt_winters_reference_is_stable_under_last_bit_noise(task_id):
     import pandas as pd
     from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
-    from wmrl.tasks.references import _FORECASTERS, _SEASONAL_PERIODS
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.references import _FORECASTERS, _SEASONAL_PERIODS
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     task = TaskSuite().get(task_id)
     spec = task.spec
@@ -135,8 +135,8 @@ def test_the_cli_check_reports_tolerated_differences(monkeypatch, capsys, tiny_s
     """``wmrl tasks check``: a tolerated difference is listed, not an error; a rank change is an error."""
     from types import SimpleNamespace
 
-    from wmrl import cli
-    from wmrl.tasks import references_run
+    from wmrl.autoresearch.environments import references_run
+    from wmrl.cli import commands as cli
     from wmrl.types import Outcome, Status
 
     task = tiny_suite.get("tiny_iris")

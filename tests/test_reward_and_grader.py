@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from wmrl.algorithms.reward import ladder_reward, leaderboard_position
-from wmrl.environments.grader import check_script, grade, validation_score
-from wmrl.environments.sandbox.base import ExecutionResult
+from wmrl.autoresearch.environments.grader import check_script, grade, validation_score
+from wmrl.autoresearch.environments.sandbox.base import ExecutionResult
 from wmrl.types import Outcome, Status
 
 
@@ -102,7 +102,7 @@ def test_status_precedence(tiny_suite):
 
 def test_grader_crash_is_infra_not_zero(tiny_suite, monkeypatch):
     task = tiny_suite.get("tiny_iris")
-    from wmrl.tasks import metrics
+    from wmrl.autoresearch.tasks import metrics
 
     def broken(answers, prediction):
         raise RuntimeError("metric bug")

@@ -4,7 +4,7 @@
    children each under the per-process limit held gigabytes on the process sandbox before its per-run cgroup.
 4. CPU: a run of eight spinning children that each call ``setsid()`` took eight CPU shares from a concurrent
    honest run; the honest script's timeout was then cached and served to later runs. The time budget is now the
-   run's CPU time (:mod:`wmrl.environments.sandbox.cpu_budget`), a timeout is cached only when the script used
+   run's CPU time (:mod:`wmrl.autoresearch.environments.sandbox.cpu_budget`), a timeout is cached only when the script used
    its CPU budget itself, and the feedback names the limit that applied.
 """
 
@@ -19,8 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox, SandboxLimits
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox.base import (
+    ExecutionRequest,
+    ExecutionResult,
+    Sandbox,
+    SandboxLimits,
+)
 from wmrl.types import Status
 
 VALID_SOLUTION = """
@@ -207,7 +212,7 @@ def test_timeout_verdicts_and_caching(tiny_suite, tmp_path, reason, status, cach
 
 
 def test_the_cpu_budget_extends_the_deadline_by_starvation_only():
-    from wmrl.environments.sandbox.cpu_budget import GRACE_S, CpuBudget
+    from wmrl.autoresearch.environments.sandbox.cpu_budget import GRACE_S, CpuBudget
 
     class Group:  # a run's group whose CPU use the test dictates
         cpu = 0.0
@@ -244,7 +249,7 @@ def test_without_cgroups_the_sandbox_says_so_once_and_training_refuses(tiny_suit
 
     if bwrap_missing():
         pytest.skip(f"no bubblewrap: {bwrap_missing()}")
-    from wmrl.environments.sandbox import process
+    from wmrl.autoresearch.environments.sandbox import process
 
     monkeypatch.setattr(process, "cgroup_support", lambda: (None, "no cgroup v2 delegation, cgroup v1 not writable"))
     monkeypatch.setattr(process, "_warned", set())
@@ -262,7 +267,7 @@ def test_without_cgroups_the_sandbox_says_so_once_and_training_refuses(tiny_suit
 
 def test_the_host_offers_a_cgroup_per_run_here():
     """This machine kind (and CI) runs as root with writable cgroup v1 hierarchies, or a delegated cgroup v2."""
-    from wmrl.environments.sandbox.cgroups import cgroup_support
+    from wmrl.autoresearch.environments.sandbox.cgroups import cgroup_support
 
     hierarchy, why = cgroup_support()
     if os.geteuid() != 0:
@@ -272,7 +277,7 @@ def test_the_host_offers_a_cgroup_per_run_here():
 
 # -- the kernel interface, on a folder shaped like a cgroup v2 hierarchy -----------------------------------------------
 def test_a_run_group_on_cgroup_v2_gets_its_limits_and_its_first_process(tmp_path):
-    from wmrl.environments.sandbox.cgroups import Hierarchy, RunCgroup
+    from wmrl.autoresearch.environments.sandbox.cgroups import Hierarchy, RunCgroup
 
     group = RunCgroup(Hierarchy(2, {"unified": str(tmp_path)}), memory_bytes=512 << 20, cpus=1.0, max_processes=68)
     folder = group.dirs["unified"]
@@ -283,7 +288,7 @@ def test_a_run_group_on_cgroup_v2_gets_its_limits_and_its_first_process(tmp_path
 
 
 def test_delegated_cgroup_v2_moves_wmrl_into_a_leaf_and_enables_the_controllers(tmp_path, monkeypatch):
-    from wmrl.environments.sandbox import cgroups
+    from wmrl.autoresearch.environments.sandbox import cgroups
 
     monkeypatch.delenv("WMRL_CGROUP", raising=False)
     own = tmp_path / "scope"

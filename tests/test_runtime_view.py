@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from task_fixtures import copy_example
 
-from wmrl.environments.real import SandboxEnvironment
-from wmrl.tasks import registry
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.tasks import registry
 from wmrl.types import Status
 
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -115,8 +115,8 @@ def test_iris_copies_in_test_folders_are_absent(tiny_suite, sandbox):
 
 
 def test_the_penguins_fixture_cannot_solve_the_held_out_task(tmp_path, sandbox):
-    from wmrl.tasks.catalog import TASKS
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.catalog import TASKS
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     fixture = OPENML / "id_42585" / "data-v1-dl-21854866.arff.gz"
     assert fixture.is_file(), f"scikit-learn no longer ships {fixture}"
@@ -157,7 +157,7 @@ def test_no_test_folder_or_data_file_is_in_the_view(process_sandbox):
     ("lib/python3.11/test/test_csv.py", False),
 ])
 def test_the_allowlist(path, kept):
-    from wmrl.environments.sandbox.runtime_view import is_runtime_file
+    from wmrl.autoresearch.environments.sandbox.runtime_view import is_runtime_file
 
     assert is_runtime_file(path) is kept
 
@@ -166,7 +166,7 @@ def test_the_view_is_cached_and_rebuilt_when_the_installation_changes(tmp_path):
     """A venv of its own: installing a package into it gives a new view that holds the package."""
     import subprocess
 
-    from wmrl.environments.sandbox.runtime_view import runtime_view
+    from wmrl.autoresearch.environments.sandbox.runtime_view import runtime_view
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -191,7 +191,7 @@ def _writable(path: Path) -> bool:
 LOCATIONS = {
     "usr-lib": Path("/usr/lib"),  # shown by the sandbox: needs the per-run cover
     "usr-local-share": Path("/usr/local/share"),  # where a system-wide install puts shared task data
-    "site-packages": SITE,  # as a `wmrl.tasks` entry-point package ships its tasks
+    "site-packages": SITE,  # as a `wmrl.autoresearch.tasks` entry-point package ships its tasks
 }
 
 
@@ -209,7 +209,7 @@ def test_a_registered_task_folder_under_a_mounted_path_keeps_its_answers(where, 
             (folder / sub / "__init__.py").write_text("")  # code beside the data: the folders are in the view
         registry.use([str(folder)])
         sandbox = backend_factory()  # built after the folder exists, so its view holds the package
-        from wmrl.tasks.suite import TaskSuite
+        from wmrl.autoresearch.tasks.suite import TaskSuite
 
         env = SandboxEnvironment(TaskSuite(cache_dir=tmp_path / "cache"), sandbox, use_log=False, timeout_s=60)
         outcome = env.execute("state_violent_crime", attack_answers(folder / "private" / "answers.csv"))
@@ -243,13 +243,13 @@ def backend_factory(request, tmp_path):
 
         if bwrap_missing():
             pytest.skip(f"no bubblewrap: {bwrap_missing()}")
-        from wmrl.environments.sandbox import ProcessSandbox
+        from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
         made = []
         yield lambda: made.append(ProcessSandbox(isolation="bwrap", max_concurrency=1)) or made[-1]
         return
     try:
-        from wmrl.environments.sandbox.docker import DockerSandbox, docker_available
+        from wmrl.autoresearch.environments.sandbox.docker import DockerSandbox, docker_available
     except ImportError as exc:
         pytest.skip(f"no docker SDK: {exc}")
     if docker_available():

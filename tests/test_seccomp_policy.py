@@ -2,7 +2,7 @@
 
 The docker backend ran under the engine's default seccomp profile, where ``io_uring_setup`` and ``ptrace``
 succeed, and both backends let a script open ``AF_VSOCK`` sockets (a virtual machine's channel to its host) and
-other families a solution has no use for. Both now load wmrl's policy (:mod:`wmrl.environments.sandbox.seccomp`).
+other families a solution has no use for. Both now load wmrl's policy (:mod:`wmrl.autoresearch.environments.sandbox.seccomp`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from wmrl.environments.sandbox.base import ExecutionRequest, SandboxLimits
+from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, SandboxLimits
 
 PROBE = r"""
 import ctypes, socket
@@ -89,7 +89,7 @@ def _run_filter(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int |
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no filter for this architecture")
 def test_the_bpf_program_decides_as_the_policy_says():
-    from wmrl.environments.sandbox.seccomp import (
+    from wmrl.autoresearch.environments.sandbox.seccomp import (
         AF_INET,
         AF_NETLINK,
         AF_UNIX,
@@ -117,7 +117,7 @@ def test_the_bpf_program_decides_as_the_policy_says():
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no profile for this architecture")
 def test_the_docker_profile_carries_the_same_rules():
-    from wmrl.environments.sandbox.seccomp import (
+    from wmrl.autoresearch.environments.sandbox.seccomp import (
         AF_INET,
         AF_NETLINK,
         AF_UNIX,

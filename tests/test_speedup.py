@@ -38,8 +38,8 @@ def instantiate_arm(preset, arm: str, tmp_path: Path, monkeypatch, eval_at_start
 
 @pytest.mark.parametrize("arm", speedup.ARMS)
 def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path, monkeypatch):
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel
     from wmrl.callbacks import WorldModelReward
-    from wmrl.environments.learned import LearnedWorldModel
 
     preset = speedup.PRESETS["cpu-quick"]
     cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=False)
@@ -171,8 +171,8 @@ def test_an_arm_without_a_final_evaluation_is_refused(tmp_path):
 @pytest.mark.parametrize("arm", speedup.ARMS)
 def test_every_cpu_learn_arm_instantiates_with_the_pretrained_world_model_and_cpu_scaled_constants(arm, tmp_path,
                                                                                                   monkeypatch):
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
-    from wmrl.environments.learned import LearnedWorldModel
 
     preset = speedup.PRESETS["cpu-learn"]
     cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=True)

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from task_fixtures import copy_example, tabular_competitions
 
-from wmrl import cli
+from wmrl.autoresearch.tasks.starter import Prediction, generic_starter, infer_prediction
+from wmrl.autoresearch.tasks.suite import TaskSuite
+from wmrl.cli import commands as cli
 from wmrl.rollout.agent import starter_head
-from wmrl.tasks.starter import Prediction, generic_starter, infer_prediction
-from wmrl.tasks.suite import TaskSuite
 
 
 def run(cache: Path, capsys, *argv: str) -> tuple[int, str, str]:
@@ -102,7 +102,7 @@ def test_the_target_and_its_kind_come_from_the_public_files(tmp_path, columns, t
 
 
 def test_a_folder_without_starter_py_gets_the_generic_one_and_says_so(tmp_path):
-    from wmrl.tasks import registry
+    from wmrl.autoresearch.tasks import registry
 
     folder = copy_example(tmp_path, "no_starter")
     (folder / "starter.py").unlink()

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from conftest import TINY_SPECS
 
-from wmrl.tasks.build import TaskCacheError, verify
-from wmrl.tasks.suite import TaskSuite, UnknownTaskError
+from wmrl.autoresearch.tasks.build import TaskCacheError, verify
+from wmrl.autoresearch.tasks.suite import TaskSuite, UnknownTaskError
 
 
 def test_public_files_hold_no_answers(tiny_suite):

@@ -52,7 +52,7 @@ def test_a_class_that_fails_to_build_is_reported_in_five_lines_naming_the_key():
     assert done.returncode == 2 and len(lines) <= 5, lines
     assert lines[0].startswith("error: model.init_args.model: unknown path '/nonexistent'")
     assert "smollm2-135m-instruct" in lines[0]  # wmrl's own message, with the fix
-    assert "while building wmrl.modules.grpo.GRPOModule (FileNotFoundError)" in lines[-1]
+    assert "while building wmrl.autoresearch.grpo.GRPOModule (FileNotFoundError)" in lines[-1]
     assert "Traceback" not in done.stderr
 
     done = wmrl("fit", "-c", QUICKSTART, "--model.init_args.temperature", "-1")
@@ -73,7 +73,7 @@ def test_wmrl_help_lists_the_lightning_subcommands(capsys):
 
 
 def test_the_cli_class_is_importable_and_subclassable(tmp_path):
-    from wmrl.trainer_cli import WMRLCli
+    from wmrl.cli.trainer import WMRLCli
 
     class MyCli(WMRLCli):
         def add_arguments_to_parser(self, parser) -> None:
@@ -103,9 +103,50 @@ def test_a_data_class_is_found_by_its_short_name():
 
 
 def test_an_evaluation_where_no_sample_is_valid_advises_a_foothold_not_a_learning_rate():
-    from wmrl.modules.grpo import NO_VALID_ADVICE, held_out_report
+    from wmrl.autoresearch.grpo import NO_VALID_ADVICE, held_out_report
 
     nothing = {"score": 0.0, "mean_position": 0.0, "valid_rate": 0.0, "best_of_k": 0.0}
     report = held_out_report([("start", nothing), ("step 3", nothing)], [{"a": [0.0, 0.0]}, {"a": [0.0, 0.0]}])
     assert report.endswith(NO_VALID_ADVICE) and "starter" in NO_VALID_ADVICE and "samples" in NO_VALID_ADVICE
     assert "will not give it one" in report
+
+
+def test_a_run_never_replaces_an_earlier_runs_saved_config_unless_asked(tmp_path, tiny_model_dir, capsys):
+    """Without loggers a run saves its config in the run dir itself; a second run there is refused with the flag
+    that allows it, instead of silently replacing the first run's record."""
+    fast = str(ROOT / "configs" / "debug" / "fast.yaml")
+    args = ["fit", "-c", QUICKSTART, "-c", fast, "--model.init_args.model", str(tiny_model_dir),
+            "--trainer.max_steps", "0", "--model.init_args.eval_at_start", "false", "--trainer.logger", "false",
+            "--trainer.enable_checkpointing", "false", "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(tmp_path)]
+    assert main(args) == 0
+    first = (tmp_path / "config.yaml").read_text()
+    assert main([*args, "--trainer.max_steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'config.yaml'} holds the config of an earlier run" in err and "--overwrite_config true" in err
+    assert (tmp_path / "config.yaml").read_text() == first
+    assert main([*args, "--overwrite_config", "true"]) == 0
+
+
+def test_an_overlay_given_alone_is_refused_naming_its_base_and_the_command(capsys, monkeypatch):
+    """An overlay holds only what it changes; alone, jsonargparse would fail on a missing ``model`` with a long
+    union error. The first line it declares its base in gives the command to run instead."""
+    monkeypatch.chdir(ROOT)
+    overlay = "configs/vla/libero_gpu.yaml"
+    assert main(["fit", "-c", overlay, "--trainer.max_steps", "1"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"error: {overlay} is an overlay on configs/vla/pusht_gpu.yaml, not a config of its own "
+                     "(its first line says so)",
+                     f"  run: wmrl fit -c configs/vla/pusht_gpu.yaml -c {overlay}"]
+
+
+def test_a_config_written_for_the_old_layout_names_the_line_and_the_new_class_path(tmp_path, capsys):
+    old = tmp_path / "old.yaml"
+    old.write_text(Path(QUICKSTART).read_text().replace("wmrl.autoresearch.grpo.GRPOModule",
+                                                         "wmrl.modules.grpo.GRPOModule"))
+    assert main(["validate", "-c", str(old)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    number = next(i for i, line in enumerate(old.read_text().splitlines(), 1) if "wmrl.modules.grpo" in line)
+    assert lines[0] == f"error: {old}:{number}: wmrl.modules.grpo.GRPOModule is now wmrl.autoresearch.grpo.GRPOModule"
+    assert main(["fit", "-c", QUICKSTART, "--data", "wmrl.datamodules.autoresearch.AutoResearchDataModule"]) == 2
+    assert "is now wmrl.autoresearch.data.AutoResearchDataModule" in capsys.readouterr().err

@@ -27,7 +27,7 @@ VENV312 = ROOT / ".venv312" / "bin" / "python"
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="checks the error a Python < 3.12 user meets")
 def test_vla_path_on_python_311_names_the_extra_and_the_python_requirement():
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
     from wmrl.vla.requirements import MissingVLADependency
 
     with pytest.raises(MissingVLADependency) as error:
@@ -114,7 +114,7 @@ class SquashedWorldModel:
 
 
 class LinearChunkPolicy(torch.nn.Module):
-    chunk_size, n_action_steps = 4, 4
+    chunk_size, n_action_steps, gaussian = 4, 4, True
 
     def __init__(self) -> None:
         super().__init__()
@@ -124,6 +124,14 @@ class LinearChunkPolicy(torch.nn.Module):
     def mean_chunk(self, obs):
         x = torch.cat([obs["observation.state"], obs["observation.environment_state"]], 1)
         return self.head(x).view(-1, 4, 2) * 0.0 + self.head.bias.view(1, 4, 2)
+
+    def per_sample_loss(self, obs, chunk, std):
+        from wmrl.algorithms.gaussian import chunk_nll
+
+        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)
+
+    def bc_loss(self, obs, chunk, is_pad):
+        raise AssertionError("this test starts from the given policy: no behaviour cloning")
 
 
 class SeedsData(pl.LightningDataModule):
@@ -142,9 +150,9 @@ class SeedsData(pl.LightningDataModule):
 def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
     from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer
 
+    from wmrl.autoresearch.grpo import GRPOModule
     from wmrl.models import tiny_llama
-    from wmrl.modules.grpo import GRPOModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.grpo import VLAGRPOModule
 
     def fit(module, callbacks, data):
         probe = Probe()

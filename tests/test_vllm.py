@@ -16,7 +16,8 @@ import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
 import wmrl.generation.vllm as vllm_engines
-from wmrl.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
+from wmrl.autoresearch.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
+from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import (
     SHUTDOWN_TIMEOUT_S,
@@ -28,9 +29,7 @@ from wmrl.generation.vllm import (
 )
 from wmrl.generation.vllm_world_model import PREDICTIONS_SCHEMA, VLLMWorldModelBackend
 from wmrl.models import LoraSettings, load_policy, tiny_llama
-from wmrl.modules.grpo import GRPOModule
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Source
+from wmrl.types import Source, StepRequest
 
 SCRIPT = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\nprint(len(train))\n"
 LORA = LoraSettings(r=8, alpha=16)
@@ -84,7 +83,7 @@ def teacher_forced(model, prompt, tokens, temperature) -> list[float]:
 
 def test_importing_wmrl_and_the_vllm_modules_does_not_import_vllm():
     code = (
-        "import sys, wmrl, wmrl.generation.vllm, wmrl.generation.vllm_world_model, wmrl.modules.grpo\n"
+        "import sys, wmrl, wmrl.generation.vllm, wmrl.generation.vllm_world_model, wmrl.autoresearch.grpo\n"
         "print('vllm' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

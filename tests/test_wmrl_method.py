@@ -185,9 +185,9 @@ def test_world_model_rewards_pass_through_the_map_and_anchors_keep_real_rewards(
 
 def test_denoising_waits_for_calibration_skips_degenerate_groups_and_weights_anchor_rows():
     denoise = InverseVarianceDenoising(warmup=2)
-    denoise.needs_calibration = True
     batch = make_batch([0.1, 0.3, 0.5, 0.5, 0.2, 0.4], [0.3, 0.1, 0.2, 0.6, 0.2, 0.4], [0, 0, 1, 1, 2, 2],
                        [True, True, True, True, False, False])
+    batch.corrections.calibrating = True  # as OnlineDebiasing's on_rewards leaves it, before its map is fitted
     batch.advantages.copy_(torch.tensor([-1.0, 1.0, 0.0, 0.0, -1.0, 1.0]))
     denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 0 and denoise.weight == 1.0  # not calibrated yet
@@ -197,6 +197,28 @@ def test_denoising_waits_for_calibration_skips_degenerate_groups_and_weights_anc
     assert denoise.state.observations == 2  # group 1 (real rewards constant) skipped each time
     assert denoise.weight == pytest.approx(2.0)
     assert batch.advantages.tolist() == pytest.approx([-2.0, 2.0, 0.0, 0.0, -1.0, 1.0])  # anchors only
+
+
+def test_the_calibration_tells_the_denoiser_through_the_batch_and_refuses_shaped_rewards():
+    """No callback looks up another: OnlineDebiasing marks the batch (``corrections.calibrating``), the denoiser reads
+    the mark; RewardTerms marks its shaping (``corrections.shaped``) and a calibration after it refuses the batch."""
+    from wmrl.callbacks import RewardTerms
+
+    def rows():
+        return make_batch([0.1, 0.3, 0.5, 0.9], [0.3, 0.1, 0.9, 0.5], [0, 0, 1, 1], [True] * 4)
+
+    alone = InverseVarianceDenoising(warmup=2)
+    alone.on_advantages(None, LoggingModule(), rows())
+    assert alone.state.observations == 2  # no calibration in the run: the raw world-model rewards, from the start
+    calibrated, batch = InverseVarianceDenoising(warmup=2), rows()
+    OnlineDebiasing(min_pairs=100).on_rewards(None, LoggingModule(), batch)
+    assert batch.corrections.calibrating and not batch.corrections.shaped
+    calibrated.on_advantages(None, LoggingModule(), batch)
+    assert calibrated.state.observations == 0  # a calibration ran but its map is not fitted yet: wait for it
+    shaped = rows()
+    RewardTerms([lambda t: 0.0]).on_rewards(None, LoggingModule(), shaped)
+    with pytest.raises(ValueError, match="RewardTerms must come after OnlineDebiasing"):
+        OnlineDebiasing(min_pairs=100).on_rewards(None, LoggingModule(), shaped)
 
 
 def test_anchor_counts_floor_fraction_capacity():

@@ -10,6 +10,7 @@ import pytest
 import torch
 from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer
 
+from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks import (
     AnchorRouting,
     InverseVarianceDenoising,
@@ -18,7 +19,6 @@ from wmrl.callbacks import (
     WorldModelReward,
 )
 from wmrl.models import tiny_llama
-from wmrl.modules.grpo import GRPOModule
 from wmrl.types import Source
 
 
@@ -158,6 +158,67 @@ def test_resume_restores_calibrator_ewma_c_and_routing_exactly(tmp_path):
     assert (resumed[3].state.ewma, resumed[3].state.c) == pytest.approx((full[3].state.ewma, full[3].state.c))
     assert resumed_probe.metrics[-1]["loss/total"] == pytest.approx(full_probe.metrics[-1]["loss/total"], rel=1e-5)
     assert not math.isnan(resumed_probe.metrics[-1]["denoise/weight"])
+
+
+def fit_and_save(tmp_path, steps, extra=(), ckpt=None, save=None):
+    """A WMRL fit with a learning world model (so every WMRL callback keeps state); its callbacks."""
+    module, _ = make()
+    callbacks = [*wmrl_callbacks(LearningWorldModel(module.tokenizer), min_pairs=8, refit_every=4, warmup=1), *extra]
+    t = trainer(steps, callbacks, default_root_dir=tmp_path)
+    t.fit(module, torch.utils.data.DataLoader(Steps(steps), batch_size=None), ckpt_path=ckpt)
+    if save:
+        t.save_checkpoint(save)
+    return callbacks
+
+
+def saved_state(callback) -> str:
+    return json.dumps(callback.state_dict(), sort_keys=True)  # NaN-safe equality
+
+
+def test_two_instances_with_different_settings_keep_their_own_state(tmp_path):
+    second = OnlineDebiasing(min_pairs=1000, refit_every=4)  # buffers the same pairs, never fits
+    saved = fit_and_save(tmp_path, 2, extra=[second], save=tmp_path / "two.ckpt")
+    keys = torch.load(tmp_path / "two.ckpt", weights_only=False)["callbacks"].keys()
+    assert {k for k in keys if k.startswith("OnlineDebiasing")} == {saved[2].state_key, second.state_key}
+    assert saved[2].refits > 0 and second.refits == 0
+    resumed = fit_and_save(tmp_path, 2, extra=[OnlineDebiasing(min_pairs=1000, refit_every=4)],
+                           ckpt=tmp_path / "two.ckpt")
+    assert [saved_state(c) for c in resumed] == [saved_state(c) for c in saved]
+    assert resumed[2].refits > 0 and resumed[4].refits == 0
+
+
+def test_a_checkpoint_keyed_by_class_name_still_resumes(tmp_path, monkeypatch, recwarn):
+    """Checkpoints written before the callbacks had a ``state_key`` keyed each state by the class name (Lightning's
+    default): the callbacks take their state from it, and Lightning does not call them missing."""
+    from lightning.pytorch import Callback
+
+    with monkeypatch.context() as old:
+        for cls in (AnchorRouting, WorldModelReward, OnlineDebiasing, InverseVarianceDenoising):
+            old.setattr(cls, "state_key", Callback.state_key)
+        saved = fit_and_save(tmp_path, 2, save=tmp_path / "old.ckpt")
+    keys = set(torch.load(tmp_path / "old.ckpt", weights_only=False)["callbacks"])
+    assert {"AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"} <= keys
+    resumed = fit_and_save(tmp_path, 2, ckpt=tmp_path / "old.ckpt")  # restored at step 2: no further step
+    assert [saved_state(c) for c in resumed] == [saved_state(c) for c in saved]
+    assert resumed[2].refits > 0 and resumed[3].state.observations > 0 and resumed[1].world_model.examples
+    assert not [w for w in recwarn if "Please add the following callbacks" in str(w.message)]
+
+
+def test_a_saved_state_under_another_key_goes_only_to_a_lone_callback_of_its_class():
+    from wmrl.callbacks.base import claim_saved_states
+
+    lone, key = OnlineDebiasing(min_pairs=8), "OnlineDebiasing{'min_pairs': 200}"  # resumed with other settings
+    states = {key: {"steps": 3}, "ModelCheckpoint{'monitor': None}": {}}
+    claim_saved_states(states, [lone, AnchorRouting()])
+    assert states == {lone.state_key: {"steps": 3}, "ModelCheckpoint{'monitor': None}": {}}
+    pair = [OnlineDebiasing(min_pairs=8), OnlineDebiasing(min_pairs=9)]
+    states = {"OnlineDebiasing": {"steps": 3}}
+    claim_saved_states(states, pair)  # whose is it? neither takes it
+    assert states == {"OnlineDebiasing": {"steps": 3}}
+    assert OnlineDebiasing(min_pairs=8).state_key == lone.state_key != pair[1].state_key
+    module, _ = make()
+    module.on_load_checkpoint({"global_step": 3, "callbacks": {}})  # load_from_checkpoint: no trainer, no callbacks
+    assert module.trained_steps == 3
 
 
 class LearningWorldModel(DistortedWorldModel):

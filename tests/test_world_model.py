@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wmrl.environments.lm_world_model import (
+from wmrl.autoresearch.environments.lm_world_model import (
     FALLBACK_REWARD,
     FALLBACK_VARIANCE,
     OUTCOME_CLASSES,
@@ -13,8 +13,7 @@ from wmrl.environments.lm_world_model import (
     parse_predictions,
 )
 from wmrl.models import smollm2_tokenizer, tiny_llama
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Source, Status
+from wmrl.types import Source, Status, StepRequest
 
 SCRIPT = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\nprint(len(train))\n"
 

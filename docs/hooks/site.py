@@ -109,15 +109,19 @@ def _columns(width: int):
 
 
 def shipped_configs() -> str:
-    """A table of the shipped YAMLs under ``configs/`` with the first sentence of each header comment."""
-    rows = ["| config | what it is |", "|---|---|"]
+    """A table of the shipped YAMLs under ``configs/``: the bases an overlay goes on (its first line,
+    ``# overlay on: a.yaml + b.yaml``) and the first sentence of the rest of its header comment."""
+    rows = ["| config | goes on | what it is |", "|---|---|---|"]
     for path in sorted((REPO / "configs").rglob("*.yaml")):
         header = []
         for line in path.read_text().splitlines():
             if not line.startswith("#"):
                 break
             header.append(line.lstrip("#").strip())
+        overlay = bool(header) and header[0].startswith("overlay on:")
+        bases = header.pop(0).removeprefix("overlay on:").split(" + ") if overlay else []
         text = " ".join(h for h in header if h and not h.startswith(("wmrl ", ".venv"))).strip()
         first = re.split(r"(?<=[.:;])\s", text, maxsplit=1)[0] if text else ""
-        rows.append(f"| `{path.relative_to(REPO).as_posix()}` | {first.replace('|', '/')} |")
+        on = " + ".join(f"`{b.strip()}`" for b in bases) or "(a base)"
+        rows.append(f"| `{path.relative_to(REPO).as_posix()}` | {on} | {first.replace('|', '/')} |")
     return "\n".join(rows)

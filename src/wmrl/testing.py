@@ -14,6 +14,7 @@ and the two gated turns answered 0.0 like every shipped world model's gate.
 from __future__ import annotations
 
 import math
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +68,7 @@ def check_environment(environment: Any, task_id: str = "smoke_iris", source: Sou
         return report
     if not isinstance(outcomes, list) or len(outcomes) != len(requests):
         report.problems.append(f"step_many must return a list of one Outcome per request ({len(requests)}), got "
-                               f"{type(outcomes).__name__} of {len(outcomes) if hasattr(outcomes, '__len__') else '?'}")
+                               f"{type(outcomes).__name__} of {len(outcomes) if isinstance(outcomes, Sized) else '?'}")
         return report
     report.outcomes = outcomes
     for i, outcome in enumerate(outcomes):
@@ -94,5 +95,5 @@ def check_world_model(world_model: Any, task_id: str = "smoke_iris") -> Report:
         for outcome, what in zip(found.outcomes[:2], ("no code block", "a syntax error"), strict=True):
             if outcome.reward != 0.0:
                 report.problems.append(f"a turn with {what} must be answered 0.0 without a model call (use "
-                                       f"wmrl.environments.lm_world_model.gate), got {outcome.reward}")
+                                       f"wmrl.autoresearch.environments.lm_world_model.gate), got {outcome.reward}")
     return report

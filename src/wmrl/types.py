@@ -4,24 +4,36 @@ An :class:`Outcome` is what an environment (the real sandbox or a world model) s
 ``reward`` follows the ladder of docs/concepts.md; ``None`` means *missing* (an infrastructure failure),
 which is excluded from its group and never counted as 0.
 
-The contracts (at the end): an :class:`Environment` answers :class:`StepRequest` s with outcomes; a world model is
-an environment whose ``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a
-world model has them (:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`,
-:class:`ComparesWithStarter`, :class:`Checkpointable`). They are runtime-checkable protocols: a class conforms by
-having the methods, no base class needed; ``wmrl.testing.check_world_model`` checks one against them. An LM world
-model runs its language model on a :class:`LanguageModelBackend` (transformers or vLLM, chosen by ``class_path``).
+The contracts (at the end), every plug-in point of both domains, listed in ``__all__``: an :class:`Environment`
+answers :class:`StepRequest` s with outcomes (the AutoResearch real one, a :class:`TaskEnvironment`, also writes the
+task's prompt and may show a starter, :class:`ShowsStarter`); a :class:`WorldModel` is an environment whose
+``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a world model has them
+(:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`, :class:`ComparesWithStarter`,
+:class:`Checkpointable`, :class:`ReportsMetrics`). An LM world model runs its language model on a
+:class:`LanguageModelBackend`; the policy is a :class:`LanguagePolicy` (an :class:`AdapterPolicy` with LoRA) sampled
+by a :class:`GenerationEngine`. The VLA domain: a :class:`Simulator` plays and grades episodes (an
+:class:`EpisodeGrader`), an :class:`EpisodeWorldModel` grades them instead, a :class:`ChunkPolicy` acts (Gaussian or
+not), a :class:`DemonstrationData` data module carries the demonstrations that a :class:`LearnsFromDemonstrations`
+world model and a :class:`ClonesBehaviour` module learn from. They are runtime-checkable protocols (the engine
+excepted, a base class: see :class:`GenerationEngine`): a class conforms by having the members, no base class needed;
+the modules check their plug-ins at construction and name the config key and the missing members
+(:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model.
 """
 
 from __future__ import annotations
 
+import abc
 import enum
 import math
+import sys
+import typing
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
+
 
 
 class Status(str, enum.Enum):
@@ -159,13 +171,31 @@ class Trajectory:
         return max(graded, key=lambda o: o.reward) if graded else None  # type: ignore[arg-type, return-value]
 
 
+@dataclass
+class RewardCorrections:
+    """What the reward corrections did to a batch, for the hooks after them: one correction hands the next what
+    it needs here (``on_rewards`` runs before ``on_advantages``), never by looking up the other callback.
+
+    Attributes:
+        calibrating: a calibration (``OnlineDebiasing``) ran on this batch, so ``wm_calibrated`` is the world-model
+            reward to set against the real one (NaN while its map is still the identity). False: no calibration
+            in the run (the denoising-only ablation), and the raw ``wm_rewards`` are compared instead.
+        shaped: reward terms (``RewardTerms``) were added to ``rewards``: they are no longer the environment's
+            rewards, and a calibration must pair the world model's rewards with the environment's.
+    """
+
+    calibrating: bool = False
+    shaped: bool = False
+
+
 @dataclass(frozen=True)
 class RolloutBatch:
     """The rollouts of one training step, as the RL hooks and the loss see them.
 
     Shapes: ``N = groups x group_size`` trajectories, ``L`` = padded token length (prompt + all turns).
-    Tokens are right-padded. The reward hooks may edit ``rewards`` / ``graded`` in place; the advantage hooks
-    may edit ``advantages`` in place; nothing else changes after the rollout.
+    Tokens are right-padded. The reward hooks may edit ``rewards`` / ``graded`` / ``wm_calibrated`` and the
+    ``corrections`` flags in place; the advantage hooks may edit ``advantages`` in place; nothing else changes
+    after the rollout.
 
     Attributes:
         trajectories: ``[N]`` the turns, outcomes and texts.
@@ -185,6 +215,8 @@ class RolloutBatch:
             and where every turn was decided by the deterministic gate (an exact 0.0, not a prediction).
         wm_calibrated: ``[N]`` float, ``wm_rewards`` after the debiasing map (filled by ``OnlineDebiasing``
             once its map is fitted); NaN before.
+        corrections: what the ``on_rewards`` hooks did (:class:`RewardCorrections`), read by the hooks after
+            them; the reward hooks set its flags in place.
     """
 
     trajectories: tuple[Trajectory, ...]
@@ -200,6 +232,7 @@ class RolloutBatch:
     used: torch.Tensor
     wm_rewards: torch.Tensor
     wm_calibrated: torch.Tensor
+    corrections: RewardCorrections = field(default_factory=RewardCorrections)
 
     def __post_init__(self) -> None:
         n = len(self.trajectories)
@@ -248,9 +281,6 @@ class RolloutPlan:
         return [e == "real" for e in self.environments]
 
 
-__all__ = ["Outcome", "RolloutBatch", "RolloutPlan", "Source", "Status", "Trajectory", "Turn"]
-
-
 # -- the contracts -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StepRequest:
@@ -270,6 +300,20 @@ class Environment(Protocol):
     source: Source
 
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]: ...
+
+
+@runtime_checkable
+class TaskEnvironment(Environment, Protocol):
+    """The AutoResearch real environment (``model.init_args.environment``): it also writes each task's first
+    prompt, the task card the agent starts from (:class:`~wmrl.autoresearch.environments.real.SandboxEnvironment`)."""
+
+    def prompt(self, task_id: str) -> str: ...
+
+
+@runtime_checkable
+class WorldModel(Environment, Protocol):
+    """An AutoResearch world model (``WorldModelReward(world_model=...)``): an environment whose ``source`` is
+    ``Source.WORLD_MODEL``; what else it can do is declared by the small capability protocols below."""
 
 
 @runtime_checkable
@@ -328,7 +372,7 @@ class ReportsMetrics(Protocol):
 
 @runtime_checkable
 class LanguageModelBackend(Protocol):
-    """Where an LM world model (:class:`~wmrl.environments.lm_world_model.LMWorldModel`) runs its language model:
+    """Where an LM world model (:class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`) runs its language model:
     transformers in the training process (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the
     default) or a vLLM engine (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`), chosen by
     ``class_path``. ``tokenizer`` is ``None`` until :meth:`load` or :meth:`bind`; prompts are token ids; both
@@ -354,3 +398,243 @@ class LanguageModelBackend(Protocol):
                  seed: int) -> list[str]:
         """One sampled answer per prompt (a ``generate``-mode world model's JSON)."""
         ...
+
+
+@runtime_checkable
+class TaskGrader(Protocol):
+    """A task author's grader (the ``grade`` function a folder task's ``grade.py`` names, MLE-bench's convention):
+    the submission (a DataFrame) against the hidden answers (a DataFrame, or a list of records for ``.jsonl``
+    answers) -> the score; raises ``InvalidSubmissionError`` for a submission it refuses. Run in a process of its
+    own by :mod:`wmrl.autoresearch.tasks.grade_runner`."""
+
+    def __call__(self, submission: Any, answers: Any) -> float: ...
+
+
+# -- the VLA domain's contracts ----------------------------------------------------------------------------
+@runtime_checkable
+class EpisodeGrader(Protocol):
+    """What grades played episodes (:class:`~wmrl.vla.episode.Episode`): one outcome per episode, in order. The
+    simulator grades by sparse success (``source`` real), a VLA world model by its prediction (``source``
+    world model); ``DistortedOracle(oracle=...)`` distorts any grader's true reward."""
+
+    def grade(self, episodes: Sequence[Any]) -> list[Outcome]: ...
+
+
+@runtime_checkable
+class Simulator(EpisodeGrader, Protocol):
+    """The VLA real environment (``model.init_args.simulator``: :class:`~wmrl.vla.simulator.PushTSimulator`,
+    :class:`~wmrl.vla.libero.LiberoSimulator`, :class:`~wmrl.vla.bandit.TargetBandit`): plays one episode per
+    initial-state seed with a controller (the policy's chunks plus exploration noise) and grades them.
+    ``success_threshold`` is the reward counted as a success (recorded with anchor episodes)."""
+
+    source: Source
+    success_threshold: float
+
+    def play(self, seeds: Sequence[int], controller: Any, n_action_steps: int = 1, frames: list | None = None,
+             max_steps: int | None = None) -> list[Any]: ...
+
+
+@runtime_checkable
+class EpisodeWorldModel(EpisodeGrader, GradesTrajectories, Protocol):
+    """A VLA world model (``WorldModelReward(world_model=...)`` on the VLA path): grades the episodes of its groups
+    and side-grades anchor trajectories; ``source`` is ``Source.WORLD_MODEL``."""
+
+    source: Source
+
+
+@runtime_checkable
+class LearnsFromDemonstrations(Protocol):
+    """A VLA environment trained on the demonstrations before RL (the progress world model): returns the last
+    training loss (NaN when it loaded a pretrained checkpoint instead). ``VLAGRPOModule.on_fit_start`` calls it on
+    every environment that has it."""
+
+    def fit_demonstrations(self, demonstrations: Sequence[Any]) -> float: ...
+
+
+@runtime_checkable
+class DemonstrationData(Protocol):
+    """A VLA data module (``data:``, :class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule`) that carries the
+    demonstrations: what behaviour cloning and the world model learn from, recorded on the module's simulator
+    (``check_simulator`` refuses another one), and the held-out initial states."""
+
+    heldout_task_ids: Sequence[str]
+
+    def demonstrations(self) -> list[Any]: ...
+
+    def check_simulator(self, simulator: Any) -> None: ...
+
+
+@runtime_checkable
+class ChunkPolicy(Protocol):
+    """A VLA policy (``model.init_args.policy_instance``, or the LeRobot one built from ``model.init_args.policy``):
+    an ``nn.Module`` predicting action chunks ``[B, H, 2]`` in the normalised action space.
+
+    ``gaussian``: True for a Gaussian policy around ``mean_chunk`` (ACT): the module computes the per-sample NLL
+    from the differentiable mean and has a closed-form KL to the reference; False for a policy that gives its own
+    per-sample loss and has no KL term (SmolVLA's flow matching). ``bc_loss`` is the supervised loss of
+    behaviour cloning; ``per_sample_loss`` ``[B]`` the loss the GRPO advantage weights."""
+
+    chunk_size: int
+    n_action_steps: int
+    gaussian: bool
+
+    def parameters(self, recurse: bool = True) -> Any: ...
+
+    def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor: ...
+
+    def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class ClonesBehaviour(Protocol):
+    """A module with an SFT stage (:class:`~wmrl.vla.grpo.VLAGRPOModule`), run by
+    :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` on the successful demonstrations; returns the last loss."""
+
+    def demonstrations(self) -> list[Any]: ...
+
+    def behaviour_cloning(self, demonstrations: list[Any], steps: int, batch_size: int, lr: float) -> float: ...
+
+
+# -- the AutoResearch domain's policy and generation ---------------------------------------------------------
+@runtime_checkable
+class LanguagePolicy(Protocol):
+    """The AutoResearch policy (``GRPOModule(policy=(model, tokenizer))``, else loaded from ``model.init_args.model``):
+    a causal language model whose forward takes ``input_ids`` / ``attention_mask`` and returns ``.logits``
+    ``[B, L, V]``."""
+
+    def parameters(self, recurse: bool = True) -> Any: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class AdapterPolicy(LanguagePolicy, Protocol):
+    """A policy with a LoRA adapter (a peft model): its base weights, with the adapter disabled, are the frozen
+    reference policy and the policy-sharing world model (:func:`wmrl.models.is_peft_model`)."""
+
+    peft_config: dict
+
+    def disable_adapter(self) -> Any: ...
+
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one turn.
+
+    Attributes:
+        max_new_tokens: per turn.
+        temperature: 1.0 for training (the paper), 0.8 for evaluation; 0 means greedy.
+        top_p: nucleus sampling.
+        stop_after_code_block: stop a sequence once it has closed a fenced python block (```python ... ```).
+        seed: seeds sampling for reproducible rollouts (``None``: the global RNG).
+        code_block_open: the prompt already opened the python block (a prefilled turn), so the first closing
+            fence of the continuation ends it.
+    """
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    stop_after_code_block: bool = True
+    seed: int | None = None
+    code_block_open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled continuation.
+
+    Attributes:
+        token_ids: the new tokens (length T <= max_new_tokens), without padding; includes EOS if produced.
+        logprobs: behaviour log-prob of each new token (length T); see :class:`GenerationEngine`.
+        text: ``token_ids`` decoded (special tokens skipped).
+        finish_reason: ``stop`` (EOS or the code block closed) or ``length``.
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    text: str
+    finish_reason: FinishReason
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(
+                f"Generation.logprobs must have one entry per token: expected {len(self.token_ids)}, "
+                f"got {len(self.logprobs)}"
+            )
+
+
+class GenerationEngine(abc.ABC):
+    """Samples from the *current* policy (``model.init_args.engine``: :class:`~wmrl.generation.hf.HFGenerationEngine`
+    or :class:`~wmrl.generation.vllm.VLLMGenerationEngine`). The one contract that is a base class, not a Protocol:
+    ``model.init_args.engine`` is a ``class_path`` that jsonargparse resolves with ``issubclass``, which a Protocol
+    with attributes refuses; engines subclass it (for the defaults below too).
+
+    ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
+    sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
+    old log-probs for the same temperature-scaled policy in the loss.
+
+    What a trainer must know of an engine (class attributes): ``exact_with_top_p``: its log-probs are the full
+    distribution's even when ``top_p < 1`` truncates sampling (the transformers engine's are; vLLM's are taken
+    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded.
+    """
+
+    exact_with_top_p: bool = True
+    runs_under_fsdp: bool = True
+    #: token positions its forward passes computed, padding included (a running count; the module logs the
+    #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
+    tokens_run: int = 0
+
+    @abc.abstractmethod
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        """One continuation per prompt (prompts are token ids, chat template already applied)."""
+
+    def sync_weights(self) -> None:
+        """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
+
+    def close(self) -> None:
+        """Release what the engine holds outside this process's Python objects (vLLM: its engine processes and
+        their memory). The module calls it at the end of ``fit``, ``validate`` and ``test``; a later
+        :meth:`generate` starts again. A no-op for an engine that shares the policy's weights."""
+
+    def metrics(self) -> dict[str, float]:
+        """What the last :meth:`sync_weights` measured, logged with the step (e.g. ``canary/engine_change``)."""
+        return {}
+
+
+def missing_members(plugin: Any, protocol: type) -> str:
+    """The members of ``protocol`` (a runtime-checkable Protocol) that ``plugin`` lacks, for the error that refuses
+    it ("nothing" if none).
+
+    >>> missing_members(object(), EpisodeGrader)
+    'grade'
+    """
+    members = protocol.__protocol_attrs__ if sys.version_info >= (3, 12) else typing._get_protocol_attrs(protocol)
+    return ", ".join(sorted(name for name in members if name not in dir(plugin))) or "nothing"
+
+
+#: the records and every plug-in contract (``tests/test_no_probing.py`` checks the shipped plug-ins against them)
+__all__ = [
+    # records
+    "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
+    # environments and world models, both domains
+    "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
+    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "LanguageModelBackend",
+    "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
+    # policies, generation, data
+    "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
+    # what refuses a plug-in that lacks a member
+    "missing_members",
+]

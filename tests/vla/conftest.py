@@ -43,22 +43,26 @@ def fit_shortened():
     return _fit_shortened
 
 
-def _fit_shortened(config: str, run_dir: Path, demonstrations: int, heldout_states: int, sft_steps: int) -> str:
-    """``wmrl fit -c <config>`` cut to 2 steps (fewer demonstrations, SFT steps and held-out states) in a fresh
-    process; fails with the end of its output unless it exits 0, else returns that output.
+def _fit_shortened(configs: list[str], run_dir: Path, demonstrations: int, heldout_states: int,
+                   sft_steps: int) -> str:
+    """``wmrl fit -c <config> [-c <overlay>]`` cut to 2 steps (fewer demonstrations, SFT steps and held-out states)
+    in a fresh process; fails with the end of its output unless it exits 0, else returns that output.
 
     The SFT steps are an element of ``trainer.callbacks`` (``BehaviourCloningWarmStart``), which a command-line
-    flag cannot address, so the run reads a copy of the config with that one value changed."""
+    flag cannot address, so the run reads a copy of the last config that lists the callbacks, with that one value
+    changed."""
     import yaml
 
-    settings = yaml.safe_load((ROOT / config).read_text())
+    paths = [ROOT / c for c in configs]
+    last = max(i for i, path in enumerate(paths) if "callbacks" in yaml.safe_load(path.read_text())["trainer"])
+    settings = yaml.safe_load(paths[last].read_text())
     callbacks = settings["trainer"]["callbacks"]
     (warm_start,) = [c for c in callbacks if c["class_path"] == "wmrl.vla.warm_start.BehaviourCloningWarmStart"]
     warm_start["init_args"]["steps"] = sft_steps
-    shortened = run_dir.parent / f"shortened_{Path(config).name}"
-    shortened.write_text(yaml.safe_dump(settings, sort_keys=False))
+    paths[last] = run_dir.parent / f"shortened_{paths[last].name}"
+    paths[last].write_text(yaml.safe_dump(settings, sort_keys=False))
     command = [
-        sys.executable, "-m", "wmrl.cli", "fit", "-c", str(shortened),
+        sys.executable, "-m", "wmrl.cli", "fit", *(a for path in paths for a in ("-c", str(path))),
         f"--trainer.default_root_dir={run_dir}", "--trainer.max_steps=2", "--data.init_args.steps_per_epoch=2",
         f"--data.init_args.demonstrations={demonstrations}", f"--data.init_args.heldout_states={heldout_states}",
     ]

@@ -7,7 +7,7 @@ import inspect
 import pytest
 from docstring_parser import parse
 
-CONFIGURABLE = ["wmrl.modules.vla_grpo:VLAGRPOModule", "wmrl.datamodules.lerobot:LeRobotVLADataModule",
+CONFIGURABLE = ["wmrl.vla.grpo:VLAGRPOModule", "wmrl.vla.data.lerobot:LeRobotVLADataModule",
                 "wmrl.vla.simulator:PushTSimulator", "wmrl.vla.progress_world_model:ProgressWorldModel",
                 "wmrl.vla.policy:PolicySettings", "wmrl.vla.warm_start:BehaviourCloningWarmStart"]
 

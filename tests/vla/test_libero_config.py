@@ -1,4 +1,5 @@
-"""configs/vla/libero_gpu.yaml: instantiates without LIBERO, and its first use names the missing package."""
+"""configs/vla/libero_gpu.yaml (on configs/vla/pusht_gpu.yaml): instantiates without LIBERO, and its first use names
+the missing package."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def test_libero_config_fails_with_an_error_naming_the_missing_package(tmp_path, 
     from wmrl.vla.requirements import MissingVLADependency
 
     monkeypatch.chdir(tmp_path)
-    cli = lightning_cli(["-c", str(ROOT / "configs/vla/libero_gpu.yaml"), "--trainer.accelerator=cpu",
-                         f"--trainer.default_root_dir={tmp_path}"], run=False)
+    cli = lightning_cli(["-c", str(ROOT / "configs/vla/pusht_gpu.yaml"), "-c", str(ROOT / "configs/vla/libero_gpu.yaml"),
+                         "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert isinstance(cli.model.simulator, LiberoSimulator) and cli.model.simulator.suite == "libero_10"
     assert cli.model.settings.type == "smolvla"
     with pytest.raises(MissingVLADependency, match=r"hf-libero.*lerobot\[libero\]==0.6.1"):

@@ -1,4 +1,4 @@
-"""SmolVLA behind VLAPolicy on CPU: a tiny SmolVLM generated locally (nothing downloaded), its per-sample loss
+"""SmolVLA behind SmolVLAChunkPolicy on CPU: a tiny SmolVLM generated locally (nothing downloaded), its per-sample loss
 (``forward(batch, reduction="none")``) advantage-weighted, gradients into the trainable parts only, and real
 weights loaded when ``vlm_model_name`` names a local checkpoint directory."""
 
@@ -30,14 +30,17 @@ def observations(count: int, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def policy():
-    from wmrl.vla.policy import PolicySettings, VLAPolicy
+    from wmrl.vla.policy import PolicySettings, build_policy
 
     torch.manual_seed(0)
-    return VLAPolicy(PolicySettings(**TINY))
+    return build_policy(PolicySettings(**TINY))
 
 
 def test_tiny_smolvla_is_built_locally_and_samples_action_chunks(policy):
+    from wmrl.types import ChunkPolicy
+
     assert type(policy.policy).__name__ == "SmolVLAPolicy" and not policy.gaussian
+    assert isinstance(policy, ChunkPolicy) and type(policy).__name__ == "SmolVLAChunkPolicy"
     assert (policy.chunk_size, policy.n_action_steps) == (4, 2)
     batch = policy.smolvla_batch(observations(3))
     assert batch["observation.image"].shape == (3, 3, 32, 32) and batch["observation.state"].shape == (3, 18)
@@ -88,23 +91,23 @@ def test_a_positive_advantage_lowers_that_samples_loss(policy):
 def test_vlm_weights_load_from_a_local_checkpoint_directory(tmp_path):
     from safetensors.torch import load_file
 
-    from wmrl.vla.policy import PolicySettings, VLAPolicy
+    from wmrl.vla.policy import PolicySettings, build_policy
     from wmrl.vla.smolvlm import write_tiny_smolvlm
 
     checkpoint = write_tiny_smolvlm(tmp_path / "smolvlm", hidden_size=32, intermediate_size=64, num_layers=2,
                                     num_heads=4, weights=True, seed=7)
     saved = load_file(str(checkpoint / "model.safetensors"))
-    policy = VLAPolicy(PolicySettings(**{**TINY, "vlm_model_name": str(checkpoint)}))
+    policy = build_policy(PolicySettings(**{**TINY, "vlm_model_name": str(checkpoint)}))
     vlm = policy.policy.model.vlm_with_expert.vlm.state_dict()
     name = next(n for n in saved if "embed_tokens" in n)
     loaded = next(v for n, v in vlm.items() if n.endswith("embed_tokens.weight"))
     torch.testing.assert_close(loaded.float(), saved[name].float(), rtol=0, atol=1e-2)  # bfloat16 load
     with pytest.raises(FileNotFoundError, match="vlm_model_name .* is not a local directory .*never downloads"):
-        VLAPolicy(PolicySettings(**{**TINY, "vlm_model_name": "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"}))
+        build_policy(PolicySettings(**{**TINY, "vlm_model_name": "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"}))
 
 
 def test_smolvla_configuration_errors_name_the_key():
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
 
     with pytest.raises(ValueError, match=r"model.init_args.kl_coef must be 0 for model.init_args.policy.type smolvla"):
@@ -114,12 +117,13 @@ def test_smolvla_configuration_errors_name_the_key():
 
 
 def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
-    """`wmrl fit -c configs/vla/pusht_smolvla_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out)."""
+    """`wmrl fit -c configs/vla/pusht_quickstart.yaml -c configs/vla/pusht_smolvla_quickstart.yaml`, shortened (2 steps,
+    fewer demos / SFT / held-out)."""
     import csv
 
     run_dir = tmp_path / "run"
-    fit_shortened("configs/vla/pusht_smolvla_quickstart.yaml", run_dir, demonstrations=12, heldout_states=4,
-                  sft_steps=40)
+    fit_shortened(["configs/vla/pusht_quickstart.yaml", "configs/vla/pusht_smolvla_quickstart.yaml"], run_dir,
+                  demonstrations=12, heldout_states=4, sft_steps=40)
     (metrics_file,) = run_dir.glob("csv/version_*/metrics.csv")
     rows = list(csv.DictReader(metrics_file.open()))
     losses = [float(r["loss/total"]) for r in rows if r.get("loss/total")]

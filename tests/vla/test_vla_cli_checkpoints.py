@@ -121,15 +121,15 @@ def test_every_shipped_vla_config_saves_hyperparameters_that_ckpt_path_reads(con
     path (LightningCLI's form), loadable with weights_only. The end-to-end commands run above on the quickstart."""
     import io
 
+    from config_overlays import composed
+
     from wmrl.cli import lightning_cli
 
     monkeypatch.chdir(tmp_path)
-    arms = config.parent.name == "arms" and config.name != "pusht.yaml"
-    args = [*(["-c", str(ROOT / "configs/vla/arms/pusht.yaml")] if arms else []), "-c", str(config),
-            "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"]
+    args = [*composed(config), "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"]
     cli = lightning_cli(args, run=False)
     hparams = dict(cli.model.hparams)
-    assert hparams["_class_path"] == "wmrl.modules.vla_grpo.VLAGRPOModule"
+    assert hparams["_class_path"] == "wmrl.vla.grpo.VLAGRPOModule"
     assert isinstance(hparams["policy"], dict) and "simulator" not in hparams
     buffer = io.BytesIO()
     torch.save({"hyper_parameters": hparams}, buffer)

@@ -61,11 +61,13 @@ def test_simulator_shaped_reward_is_a_perfect_progress_models_and_success_stays_
 
 
 def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_the_chunk_closer():
-    from wmrl.vla.policy import PolicySettings, VLAPolicy, observation_batch
+    from wmrl.types import ChunkPolicy
+    from wmrl.vla.policy import PolicySettings, build_policy, observation_batch
 
     torch.manual_seed(0)
-    policy = VLAPolicy(PolicySettings(chunk_size=4, n_action_steps=2))
+    policy = build_policy(PolicySettings(chunk_size=4, n_action_steps=2))
     assert type(policy.policy).__name__ == "ACTPolicy"
+    assert isinstance(policy, ChunkPolicy) and type(policy).__name__ == "ACTChunkPolicy" and policy.gaussian
     obs = observation_batch(torch.rand(6, 2) * 512, torch.rand(6, 16) * 512)
     with torch.no_grad():
         mean = policy.mean_chunk(obs)
@@ -82,8 +84,8 @@ def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_
 
 
 def test_bad_configuration_names_the_key_and_the_fix():
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.simulator import PushTSimulator
 
     with pytest.raises(ValueError, match=r"model.init_args.group_size must be >= 2.*set that"):
@@ -101,7 +103,7 @@ def test_bad_configuration_names_the_key_and_the_fix():
 def test_pusht_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
     """`wmrl fit -c configs/vla/pusht_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out states)."""
     run_dir = tmp_path / "run"
-    output = fit_shortened("configs/vla/pusht_quickstart.yaml", run_dir, demonstrations=24, heldout_states=8,
+    output = fit_shortened(["configs/vla/pusht_quickstart.yaml"], run_dir, demonstrations=24, heldout_states=8,
                            sft_steps=300)
     assert "held-out success (simulator, no exploration noise)" in output
 
@@ -151,13 +153,13 @@ def test_progress_world_model_learns_the_demonstrations_recorded_reward_and_anch
 def test_noisy_held_out_episodes_are_reproducible_and_leave_the_noise_free_ones_alone():
     """``eval_noisy_episodes`` adds the Gaussian policy's success per state, from its own seeded generator: two
     evaluations agree, and the noise-free episodes are those of an evaluation without it."""
-    from wmrl.modules.vla_grpo import VLAGRPOModule
-    from wmrl.vla.policy import PolicySettings, VLAPolicy
+    from wmrl.vla.grpo import VLAGRPOModule
+    from wmrl.vla.policy import PolicySettings, build_policy
     from wmrl.vla.simulator import PushTSimulator
 
     torch.manual_seed(0)
     simulator = PushTSimulator(max_episode_steps=15, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
-    module = VLAGRPOModule(simulator=simulator, policy_instance=VLAPolicy(PolicySettings(chunk_size=4, n_action_steps=2)),
+    module = VLAGRPOModule(simulator=simulator, policy_instance=build_policy(PolicySettings(chunk_size=4, n_action_steps=2)),
                            exploration_std=0.3, eval_noisy_episodes=2)
     tasks = [f"pusht-seed-{s}" for s in range(3)]
     first, second = module.evaluate_episodes(tasks, noisy=2), module.evaluate_episodes(tasks, noisy=2)

@@ -20,8 +20,8 @@ SIMULATOR = {"max_episode_steps": 40, "success_threshold": 0.85, "initial_states
 
 def build(run_dir, demos_root):
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
     from wmrl.vla.progress_world_model import ProgressWorldModel
     from wmrl.vla.simulator import PushTSimulator
@@ -63,7 +63,8 @@ def test_resume_from_the_last_checkpoint_continues_exactly_like_an_uninterrupted
     fit(tmp_path / "first", demos, max_steps=2)
     last = tmp_path / "first" / "checkpoints" / "last.ckpt"
     saved = torch.load(last, map_location="cpu", weights_only=True)  # plain tensors and numbers only
-    assert len(saved["callbacks"]["WorldModelReward"]["world_model"]["anchors"]) >= 2  # the anchor buffer
+    (reward_key,) = [key for key in saved["callbacks"] if key.startswith("WorldModelReward")]  # its state_key
+    assert len(saved["callbacks"][reward_key]["world_model"]["anchors"]) >= 2  # the anchor buffer
     assert "wmrl_vla_reference" in saved and saved["LeRobotVLADataModule"] == {"steps_done": 2}
 
     resumed, resumed_callbacks, resumed_wm, trainer = fit(tmp_path / "first", demos, max_steps=4, ckpt_path=last)

@@ -29,15 +29,15 @@ class PolicyAtTrainStart(pl.Callback):
 
 
 def untrained_policy():
-    from wmrl.vla.policy import PolicySettings, VLAPolicy
+    from wmrl.vla.policy import PolicySettings, build_policy
 
     torch.manual_seed(0)
-    return VLAPolicy(PolicySettings(**POLICY))
+    return build_policy(PolicySettings(**POLICY))
 
 
 def fit(run_dir, demos_root, warm_start, policy_instance, max_steps=1, ckpt_path=None):
-    from wmrl.datamodules.lerobot import LeRobotVLADataModule
-    from wmrl.modules.vla_grpo import VLAGRPOModule
+    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.grpo import VLAGRPOModule
     from wmrl.vla.policy import PolicySettings
     from wmrl.vla.simulator import PushTSimulator
 

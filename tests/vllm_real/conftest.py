@@ -78,7 +78,7 @@ def cpu_settings():
 
 @pytest.fixture(scope="session")
 def suite(wmrl_cache):
-    from wmrl.tasks.suite import TaskSuite
+    from wmrl.autoresearch.tasks.suite import TaskSuite
 
     return TaskSuite()
 

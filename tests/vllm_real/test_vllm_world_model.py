@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-from wmrl.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel
+from wmrl.autoresearch.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import VLLMGenerationEngine
 from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
-from wmrl.rollout.agent import StepRequest
-from wmrl.types import Source
+from wmrl.types import Source, StepRequest
 
 SCORE_TOLERANCE = 2e-3
 """Largest difference allowed between an outcome probability from vLLM and from transformers (float32 both)."""

@@ -6,10 +6,17 @@ The module calls the hooks in this fixed order each training step (a golden test
 
 Within a hook, callbacks run in the order of ``trainer.callbacks``. Callbacks talk only through the typed
 ``RolloutPlan`` / ``RolloutBatch`` (editing the documented fields in place), never through trainer attributes.
+
+A callback with state (``state_dict`` / ``load_state_dict``) keeps it in checkpoints under its ``state_key``: its
+class and settings, so two instances with different settings do not overwrite each other. :func:`claim_saved_states`
+lets a lone callback of a class take the state its class saved under another key (a checkpoint written before the
+keys named the settings, or a run resumed with the settings changed), as it did when states were keyed by class.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from operator import methodcaller
 from typing import TYPE_CHECKING
 
@@ -19,6 +26,8 @@ if TYPE_CHECKING:
     import lightning.pytorch as pl
 
     from wmrl.types import RolloutBatch, RolloutPlan
+
+log = logging.getLogger(__name__)
 
 RL_HOOKS = ("on_rollout_plan", "on_rollout_end", "on_rewards", "on_advantages")
 
@@ -47,6 +56,27 @@ def dispatch(hook: str, trainer: pl.Trainer, pl_module: pl.LightningModule, payl
     for callback in trainer.callbacks:
         if isinstance(callback, RLCallback):
             call(callback)
+
+
+def claim_saved_states(states: dict, callbacks: Sequence[Callback]) -> None:
+    """Hand a lone callback of a class the state its class saved under another key, in ``states`` (a checkpoint's
+    ``"callbacks"``), before Lightning restores each callback from ``states[callback.state_key]``.
+
+    Only :class:`RLCallback` s, and only when the run holds one callback of that class and the checkpoint one
+    unclaimed state of it (saved under the class name alone, before the keys named the settings, or under other
+    settings): then there is no doubt whose state it is. Two instances of a class keep to their own keys.
+    """
+    by_class: dict[str, list[Callback]] = {}
+    for callback in callbacks:
+        if isinstance(callback, RLCallback):
+            by_class.setdefault(type(callback).__qualname__, []).append(callback)
+    for name, members in by_class.items():
+        if len(members) != 1 or members[0].state_key in states:
+            continue
+        saved = [key for key in states if isinstance(key, str) and (key == name or key.startswith(name + "{"))]
+        if len(saved) == 1:
+            log.info("%s: restoring the state saved under %r (now %r)", name, saved[0], members[0].state_key)
+            states[members[0].state_key] = states.pop(saved[0])
 
 
 def rank_of(trainer: pl.Trainer | None) -> int:

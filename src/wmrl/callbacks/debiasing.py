@@ -4,7 +4,10 @@ Each step (``on_rewards``, before advantages) it pushes the step's anchor pairs 
 from every rank) into a FIFO buffer (cap 5000), refits the map when due (identity until ``min_pairs`` pairs,
 then every ``refit_every`` new pairs; :mod:`wmrl.algorithms.debias`), and passes every world-model reward of the
 batch through the map. Anchor groups keep their real rewards. Pairs are pushed and the map refitted *before*
-the denoiser measures disagreement (``on_advantages`` comes later).
+the denoiser measures disagreement (``on_advantages`` comes later); the batch says a calibration ran
+(``batch.corrections.calibrating``), so the denoiser compares the calibrated rewards. Rewards already shaped by
+``RewardTerms`` (``batch.corrections.shaped``: it came first in ``trainer.callbacks``) are refused with an error:
+the pairs must be the environment's rewards.
 
 When the anchors' rank correlation with the world model is <= 0 the world model ranks rollouts no better
 than chance (or backwards): the map goes flat, world-model groups then carry no gradient, and this callback
@@ -194,6 +197,10 @@ class OnlineDebiasing(RLCallback):
             f.write(json.dumps(snapshot) + "\n")
 
     def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        if batch.corrections.shaped:
+            raise ValueError("trainer.callbacks: RewardTerms must come after OnlineDebiasing (the calibration pairs "
+                             "are the environment's rewards, not the shaped ones): move it to the end of the list")
+        batch.corrections.calibrating = True  # the denoiser compares ``wm_calibrated`` with the real rewards
         anchor = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
         rank = float(rank_of(trainer))
         local = torch.stack(
@@ -233,6 +240,11 @@ class OnlineDebiasing(RLCallback):
         pl_module.log_dict(metrics, on_step=True, batch_size=len(batch))
         if self.refits:
             pl_module.log("wm_rank_corr", self.rank_corr, prog_bar=True, on_step=True, batch_size=len(batch))
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(min_pairs=self.min_pairs, refit_every=self.refit_every,
+                                        buffer_size=self.buffer_size, bins=self.bins)
 
     def state_dict(self) -> dict:
         return {

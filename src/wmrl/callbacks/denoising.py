@@ -8,9 +8,10 @@ Before calibration ``w = 1``. ``c`` freezes only once the EWMA reaches ``min_dis
 the world model agrees with the sandbox there is nothing to weigh against, and freezing on a rounding-level
 EWMA would send the weight to the cap on the next ordinary observation.
 
-"Calibrated" means through ``OnlineDebiasing``'s map when that callback is in the run: then observations
-start only once its map is fitted (``batch.wm_calibrated`` is filled). Without it (the denoising-only
-ablation) the raw world-model rewards are used from the first anchor group on.
+"Calibrated" means through ``OnlineDebiasing``'s map when that callback is in the run (it says so on the batch,
+``batch.corrections.calibrating``): then observations start only once its map is fitted (``batch.wm_calibrated``
+is filled). Without it (the denoising-only ablation) the raw world-model rewards are used from the first anchor
+group on.
 
 Logged: ``denoise/weight``, ``denoise/disagreement`` (the EWMA), ``denoise/observations``.
 """
@@ -84,20 +85,14 @@ class InverseVarianceDenoising(RLCallback):
         if problems:
             raise ValueError("invalid InverseVarianceDenoising configuration:\n  - " + "\n  - ".join(problems))
         self.state = InverseVarianceWeight(half_life, warmup, target, min_weight, max_weight, min_disagreement)
-        self.needs_calibration = True
 
     @property
     def weight(self) -> float:
         return self.state.weight
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        from wmrl.callbacks.debiasing import OnlineDebiasing
-
-        self.needs_calibration = any(isinstance(cb, OnlineDebiasing) for cb in trainer.callbacks)
-
     def disagreements(self, batch: RolloutBatch) -> list[float]:
         """``s2`` of each anchor group of ``batch`` that can be measured (in group order)."""
-        wm = batch.wm_calibrated if self.needs_calibration else batch.wm_rewards
+        wm = batch.wm_calibrated if batch.corrections.calibrating else batch.wm_rewards
         rows = batch.is_real & batch.graded & ~torch.isnan(wm)
         values = []
         for group in torch.unique(batch.group_ids[rows]).tolist():
@@ -124,9 +119,14 @@ class InverseVarianceDenoising(RLCallback):
             batch_size=len(batch),
         )
 
+    @property
+    def state_key(self) -> str:
+        s = self.state
+        return self._generate_state_key(half_life=s.half_life, warmup=s.warmup, target=s.target, min_weight=s.min_weight,
+                                        max_weight=s.max_weight, min_disagreement=s.min_disagreement)
+
     def state_dict(self) -> dict:
-        return {**self.state.state_dict(), "needs_calibration": self.needs_calibration}
+        return self.state.state_dict()
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.state.load_state_dict(state_dict)
-        self.needs_calibration = bool(state_dict.get("needs_calibration", True))
+        self.state.load_state_dict(state_dict)  # an older checkpoint's ``needs_calibration`` is read from the batch now

@@ -9,9 +9,11 @@ trajectory, real or world-model, ``reward <- reward + sum_k w_k fn_k(trajectory)
 infrastructure failure) stays missing, and a term that returns ``None`` or a non-finite value adds nothing and
 is counted (``reward_terms/<name>_missing``). The mean of each term is logged (``reward_terms/<name>``).
 
-It runs in ``on_rewards`` and must come after ``OnlineDebiasing`` in ``trainer.callbacks`` (checked at fit
-start): the calibration pairs are the environment's rewards, never the shaped ones. The terms are added to the
-calibrated world-model rewards of the anchor rows too, so ``InverseVarianceDenoising`` compares like with like.
+It runs in ``on_rewards`` and must come after ``OnlineDebiasing`` in ``trainer.callbacks``: the calibration pairs
+are the environment's rewards, never the shaped ones. It marks the batch as shaped (``batch.corrections.shaped``)
+and ``OnlineDebiasing`` refuses a shaped batch, so the wrong order stops the first step with an error. The terms
+are added to the calibrated world-model rewards of the anchor rows too, so ``InverseVarianceDenoising`` compares
+like with like.
 """
 
 from __future__ import annotations
@@ -71,15 +73,6 @@ class RewardTerms(RLCallback):
                       (f.__name__ if isinstance(f, types.FunctionType) else f"term{i}") for i, f in enumerate(fns)]
         self.weights = weights
 
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        from wmrl.callbacks.debiasing import OnlineDebiasing
-
-        order = list(trainer.callbacks)
-        late = [c for c in order[order.index(self) + 1 :] if isinstance(c, OnlineDebiasing)]
-        if late:
-            raise ValueError("trainer.callbacks: RewardTerms must come after OnlineDebiasing (the calibration pairs "
-                             "are the environment's rewards, not the shaped ones): move it to the end of the list")
-
     def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         totals = torch.zeros_like(batch.rewards)
         metrics = {}
@@ -97,6 +90,7 @@ class RewardTerms(RLCallback):
             metrics[f"reward_terms/{name}"] = sum(values) / len(values) if values else math.nan
             metrics[f"reward_terms/{name}_missing"] = float(missing)
         graded = batch.graded.bool()
+        batch.corrections.shaped = True
         batch.rewards[graded] += totals[graded]
         calibrated = graded & torch.isfinite(batch.wm_calibrated)
         batch.wm_calibrated[calibrated] += totals[calibrated]

@@ -175,6 +175,12 @@ class AnchorRouting(RLCallback):
             self.uncertainty[task] = value if old is None else d * old + (1 - d) * value
         pl_module.log("anchor/executions_total", float(self.executions), on_step=True, batch_size=len(batch))
 
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(fraction=self.fraction, floor=self.floor, capacity=self.capacity,
+                                        selection=self.selection, seed=self.seed,
+                                        uncertainty_decay=self.uncertainty_decay)
+
     def state_dict(self) -> dict:
         return {
             "rng": _encode_rng(self.rng.getstate()),

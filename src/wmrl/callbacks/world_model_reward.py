@@ -7,7 +7,7 @@ every turn of every anchor trajectory, with the same history the agent had, and 
 world-model reward (max over turns, like the real one) into ``batch.wm_rewards``: the (r_wm, r_real) pairs
 that ``OnlineDebiasing`` calibrates on and ``InverseVarianceDenoising`` measures disagreement with.
 
-A world model that learns (``observe(requests, outcomes, gather)``, e.g. :class:`~wmrl.environments.learned.
+A world model that learns (``observe(requests, outcomes, gather)``, e.g. :class:`~wmrl.autoresearch.environments.learned.
 LearnedWorldModel`) then gets every anchor turn's real outcome, after the side-grading, so the pairs stay
 out-of-sample; its learned state is checkpointed with this callback.
 
@@ -61,7 +61,7 @@ class WorldModelReward(RLCallback):
     """Serve non-anchor groups with ``world_model`` and side-grade every anchor trajectory with it.
 
     Args:
-        world_model: the world-model environment (``wmrl.environments.lm_world_model.LMWorldModel`` or any object
+        world_model: the world-model environment (``wmrl.autoresearch.environments.lm_world_model.LMWorldModel`` or any object
             with ``source`` and ``step_many``; ``bind(policy, tokenizer)`` is called when present). A world model
             with ``grade_trajectories(trajectories) -> [reward | None]`` side-grades whole trajectories instead
             of turns (the VLA path's progress model, :class:`wmrl.vla.progress_world_model.ProgressWorldModel`).
@@ -145,6 +145,10 @@ class WorldModelReward(RLCallback):
         start = time.perf_counter()
         self.world_model.observe(requests, outcomes, gather=lambda rows: gather_rows(trainer, rows))
         pl_module.add_time("world_model", time.perf_counter() - start)
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(world_model=type(self.world_model).__qualname__, side_grade=self.side_grade)
 
     def state_dict(self) -> dict:
         """The world model's learned state, when it has one (a learned world model's examples and head)."""

@@ -6,7 +6,7 @@
 - :mod:`wmrl.generation.hf`: transformers, in the training process (CPU or GPU; the default);
 - :mod:`wmrl.generation.vllm`: vLLM on GPU machines (``pip install 'wmrl[vllm]'``);
 - :mod:`wmrl.generation.hf_world_model`, :mod:`wmrl.generation.vllm_world_model`: where an
-  :class:`~wmrl.environments.lm_world_model.LMWorldModel` runs its language model (its ``backend``, a
+  :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel` runs its language model (its ``backend``, a
   :class:`wmrl.types.LanguageModelBackend` chosen by ``class_path``).
 
 The module's engine is chosen by ``class_path`` too (``model.init_args.engine``; unset: transformers).

@@ -1,106 +1,19 @@
-"""The generation engine interface (sample continuations of token prompts with behaviour log-probs) and what every
+"""The generation engine's records (sample continuations of token prompts with behaviour log-probs) and what every
 engine shares: the code fences a turn stops at and the end-of-sequence ids (torch-free, so vLLM's engine needs no
 import of the transformers one)."""
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-FinishReason = Literal["stop", "length"]
+# the contract and its records live in wmrl.types; re-exported here, where the engines are
+from wmrl.types import FinishReason as FinishReason
+from wmrl.types import Generation as Generation
+from wmrl.types import GenerationEngine as GenerationEngine
+from wmrl.types import SamplingParams as SamplingParams
+
 OPEN_FENCE = "```python"  # a turn's code block opens with this ...
 FENCE = "```"  # ... and closes with this
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to sample one turn.
-
-    Attributes:
-        max_new_tokens: per turn.
-        temperature: 1.0 for training (the paper), 0.8 for evaluation; 0 means greedy.
-        top_p: nucleus sampling.
-        stop_after_code_block: stop a sequence once it has closed a fenced python block (```python ... ```).
-        seed: seeds sampling for reproducible rollouts (``None``: the global RNG).
-        code_block_open: the prompt already opened the python block (a prefilled turn), so the first closing
-            fence of the continuation ends it.
-    """
-
-    max_new_tokens: int = 512
-    temperature: float = 1.0
-    top_p: float = 1.0
-    stop_after_code_block: bool = True
-    seed: int | None = None
-    code_block_open: bool = False
-
-    def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1 (got {self.max_new_tokens})")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (got {self.temperature})")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1] (got {self.top_p})")
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled continuation.
-
-    Attributes:
-        token_ids: the new tokens (length T <= max_new_tokens), without padding; includes EOS if produced.
-        logprobs: behaviour log-prob of each new token (length T); see :class:`GenerationEngine`.
-        text: ``token_ids`` decoded (special tokens skipped).
-        finish_reason: ``stop`` (EOS or the code block closed) or ``length``.
-    """
-
-    token_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    text: str
-    finish_reason: FinishReason
-
-    def __post_init__(self) -> None:
-        if len(self.token_ids) != len(self.logprobs):
-            raise ValueError(
-                f"Generation.logprobs must have one entry per token: expected {len(self.token_ids)}, "
-                f"got {len(self.logprobs)}"
-            )
-
-
-class GenerationEngine(abc.ABC):
-    """Samples from the *current* policy.
-
-    ``logprobs`` are the log-probabilities of the sampled tokens under the policy's logits scaled by the
-    sampling temperature (what the sampler drew from, before top-p truncation), so that they serve as GRPO's
-    old log-probs for the same temperature-scaled policy in the loss.
-
-    What a trainer must know of an engine (class attributes): ``exact_with_top_p``: its log-probs are the full
-    distribution's even when ``top_p < 1`` truncates sampling (the transformers engine's are; vLLM's are taken
-    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded.
-    """
-
-    exact_with_top_p: bool = True
-    runs_under_fsdp: bool = True
-    #: token positions its forward passes computed, padding included (a running count; the module logs the
-    #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
-    tokens_run: int = 0
-
-    @abc.abstractmethod
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
-        """One continuation per prompt (prompts are token ids, chat template already applied)."""
-
-    def sync_weights(self) -> None:
-        """Make the engine sample from the policy's current weights (a no-op when it shares them)."""
-
-    def close(self) -> None:
-        """Release what the engine holds outside this process's Python objects (vLLM: its engine processes and
-        their memory). The module calls it at the end of ``fit``, ``validate`` and ``test``; a later
-        :meth:`generate` starts again. A no-op for an engine that shares the policy's weights."""
-
-    def metrics(self) -> dict[str, float]:
-        """What the last :meth:`sync_weights` measured, logged with the step (e.g. ``canary/engine_change``)."""
-        return {}
 
 
 def closes_code_block(text: str) -> bool:

@@ -1,4 +1,4 @@
-"""The transformers backend of :class:`~wmrl.environments.lm_world_model.LMWorldModel` (the default).
+"""The transformers backend of :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel` (the default).
 
 The world model's language model runs in the training process: the policy's own weights with the LoRA adapter
 disabled (``model: policy``, as in the paper: no extra memory), or a checkpoint of its own loaded here.
@@ -18,7 +18,7 @@ from typing import Any
 
 
 class HFWorldModelBackend:
-    """Answers :class:`~wmrl.environments.lm_world_model.LMWorldModel`'s two questions with a transformers model.
+    """Answers :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`'s two questions with a transformers model.
 
     Args:
         batch_size: prompts per forward pass (``score``) and per generation pass (``generate``).
@@ -45,9 +45,9 @@ class HFWorldModelBackend:
         """The model as the frozen world model: a PEFT adapter disabled, no gradients."""
         import torch
 
-        if hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config"):
-            from wmrl.models import reference_mode
+        from wmrl.models import is_peft_model, reference_mode
 
+        if is_peft_model(self.model):
             return reference_mode(self.model)
         return torch.no_grad()
 

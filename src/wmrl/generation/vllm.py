@@ -475,13 +475,14 @@ def _lora_request_class() -> Any:
 
 
 def _lora_rank(policy: Any) -> int:
-    config = getattr(policy, "peft_config", None)
-    if not config:
+    from wmrl.models import is_peft_model
+
+    if not is_peft_model(policy) or not policy.peft_config:
         raise ValueError(
             "the vLLM engine syncs LoRA adapters only, and the policy has none: set model.init_args.lora "
             "(e.g. {r: 16, alpha: 32}) or use the transformers engine (model.init_args.engine: null)"
         )
-    rank = max(int(c.r) for c in config.values())
+    rank = max(int(c.r) for c in policy.peft_config.values())
     supported = (8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's accepted max_lora_rank values
     fitted = next((r for r in supported if r >= rank), None)
     if fitted is None:

@@ -24,7 +24,9 @@ MIN_SHARED_PREFIX = 32
 
 def cache_kwarg(model: Any) -> str:
     """transformers >= 5.2x names the KV cache argument ``cache``; older releases (vLLM's pin) ``past_key_values``."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    from wmrl.models.resolve import is_peft_model
+
+    base = model.get_base_model() if is_peft_model(model) else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 

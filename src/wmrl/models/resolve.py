@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wmrl.tasks.build import default_cache_dir
+from wmrl.paths import cache_dir as cache_root
+from wmrl.types import AdapterPolicy
 
 if TYPE_CHECKING:
     import torch
@@ -105,7 +106,7 @@ def resolve_model(name_or_path: str | Path, cache_dir: str | Path | None = None)
     """
     name = str(name_or_path)
     if name in _BUILTIN_ALIASES and not Path(name).is_dir():
-        root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        root = cache_root(cache_dir)
         return _converted_builtin(root / "models" / DEFAULT_MODEL)
     path = Path(name).expanduser()
     if path.is_dir():
@@ -171,6 +172,12 @@ def load_policy(
     return model, tokenizer
 
 
+def is_peft_model(model: Any) -> bool:
+    """Whether ``model`` carries a LoRA adapter it can switch off (a peft model, a
+    :class:`wmrl.types.AdapterPolicy`): then its base weights are the reference policy and the world model."""
+    return isinstance(model, AdapterPolicy)
+
+
 @contextlib.contextmanager
 def reference_mode(model: Any) -> Iterator[Any]:
     """Yield ``model`` as the frozen reference policy: its LoRA adapter disabled, gradients off.
@@ -181,7 +188,7 @@ def reference_mode(model: Any) -> Iterator[Any]:
     Raises:
         TypeError: ``model`` has no adapter; keep a :func:`frozen_copy` as the reference instead.
     """
-    if not hasattr(model, "disable_adapter") or not hasattr(model, "peft_config"):
+    if not is_peft_model(model):
         raise TypeError(
             f"reference_mode needs a peft LoRA model (got {type(model).__name__}); without LoRA keep a "
             "frozen copy of the initial policy as the reference: wmrl.models.frozen_copy(model)"
@@ -209,7 +216,7 @@ def smollm2_tokenizer(cache_dir: str | Path | None = None) -> Any:
     """
     from transformers import AutoTokenizer
 
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    root = cache_root(cache_dir)
     converted = root / "models" / DEFAULT_MODEL
     if (converted / "tokenizer.json").is_file():
         return _with_pad_token(AutoTokenizer.from_pretrained(converted))

@@ -23,7 +23,7 @@ import lightning.pytorch as pl
 import torch
 
 from wmrl.algorithms.grpo import group_advantages
-from wmrl.callbacks.base import dispatch
+from wmrl.callbacks.base import claim_saved_states, dispatch
 from wmrl.types import RolloutBatch, RolloutPlan
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,11 @@ class RLModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._checkpoint_step = int(checkpoint.get("global_step", 0))
+        try:
+            callbacks = self.trainer.callbacks
+        except RuntimeError:  # ``load_from_checkpoint``: no trainer, no callbacks to restore
+            return
+        claim_saved_states(checkpoint.get("callbacks") or {}, callbacks)  # before Lightning restores them
 
     def add_environment(self, name: str, environment: Any) -> None:
         """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from wmrl.generation.engine import OPEN_FENCE, GenerationEngine, SamplingParams
-from wmrl.types import Environment, Outcome, Source, StepRequest, Trajectory, Turn  # noqa: F401 (re-exported)
+from wmrl.types import Environment, Outcome, Source, StepRequest, Trajectory, Turn
 
 SYSTEM_PROMPT = (
     "You are an expert machine-learning engineer. You solve a prediction task by writing one complete, "

@@ -8,7 +8,7 @@ InverseVarianceDenoising) work here unchanged, through the same RL hooks and typ
 - ``scripted``: :class:`ScriptedPushTPolicy` (the demonstrator)
 - ``episode``: :class:`Episode`, :class:`EpisodeTrajectory` (an embodied rollout as the hooks see it)
 - ``dataset``: episodes <-> a local ``LeRobotDataset``
-- ``policy``: :class:`VLAPolicy` (a LeRobot ACT or SmolVLA policy behind the calls the RL update needs)
+- ``policy``: :class:`ACTChunkPolicy` and :class:`SmolVLAChunkPolicy` (LeRobot policies behind the calls the RL update needs)
 - ``smolvlm``: a tiny SmolVLM backbone directory generated locally (SmolVLA on CPU)
 - ``libero``: :class:`LiberoSimulator` (LIBERO for GPU machines; checks for the package, rollouts not wired yet)
 - ``reward_model``: :class:`ProgressRewardModel` (``compute_reward(batch)``) and the shaped trajectory reward
@@ -16,8 +16,8 @@ InverseVarianceDenoising) work here unchanged, through the same RL hooks and typ
 - ``recorder``: :class:`AnchorEpisodeRecorder` (anchor episodes into a LeRobotDataset)
 - ``warm_start``: :class:`BehaviourCloningWarmStart` (the SFT stage before RL, a callback)
 
-The LightningModule and data module live with their roles: :class:`wmrl.modules.vla_grpo.VLAGRPOModule` (the RL
-update) and :class:`wmrl.datamodules.lerobot.LeRobotVLADataModule` (demonstrations, train / held-out initial states).
+The wing's training parts: ``grpo`` (:class:`~wmrl.vla.grpo.VLAGRPOModule`, the RL update) and ``data``
+(:class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule`: demonstrations, train / held-out initial states).
 
 LeRobot needs Python >= 3.12 and the ``wmrl[lerobot]`` extra; importing this package never imports LeRobot
 (:func:`wmrl.vla.requirements.require_lerobot` names the fix where it is needed).

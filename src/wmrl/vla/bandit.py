@@ -1,6 +1,6 @@
 """`TargetBandit`: a one-step contextual bandit behind the VLA path's interfaces, for controlled tests of the corrections.
 
-A diagnostic domain, the cheapest that runs the real :class:`~wmrl.modules.vla_grpo.VLAGRPOModule` and the real WMRL
+A diagnostic domain, the cheapest that runs the real :class:`~wmrl.vla.grpo.VLAGRPOModule` and the real WMRL
 callbacks (``benchmarks/corrections.py``): a PushT episode costs ~100 simulator steps and a minute-long SFT stage
 comes first; here an episode is one action and a training step takes milliseconds, so many seeds and settings fit
 in minutes. Nothing in the method changes: the module plays, grades, calibrates, weights and updates exactly as on
@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from wmrl.algorithms.gaussian import chunk_nll
 from wmrl.types import Outcome, Source, Status
 from wmrl.vla.episode import Episode
 
@@ -116,6 +117,7 @@ class LinearGaussianPolicy(nn.Module):
 
     chunk_size = 1
     n_action_steps = 1
+    gaussian = True  # the module's loss and KL are those of N(mean_chunk, std^2)
 
     def __init__(self) -> None:
         super().__init__()
@@ -128,3 +130,12 @@ class LinearGaussianPolicy(nn.Module):
         ``observation.environment_state`` ``[B, 16]``."""
         features = torch.cat([obs["observation.state"], obs["observation.environment_state"]], dim=1)
         return self.head(features).unsqueeze(1)
+
+    def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor:
+        """``[B]`` the Gaussian NLL of the executed ``chunk`` (what the module computes from ``mean_chunk``)."""
+        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)
+
+    def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
+        """Behaviour cloning: the L1 distance of the mean action to the demonstrated one (ACT's loss), padding masked."""
+        error = (self.mean_chunk(obs) - chunk[:, :1]).abs().mean(-1)
+        return error[~is_pad[:, :1]].mean()

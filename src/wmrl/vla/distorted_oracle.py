@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
-from wmrl.types import Outcome, Source, Status
+from wmrl.types import EpisodeGrader, Outcome, Source, Status, missing_members
+from wmrl.vla.episode import episode_of
 
 Distortion = Literal["identity", "power", "logistic"]
 
@@ -65,7 +66,7 @@ class DistortedOracle:
     """The true reward through a known monotone distortion plus known Gaussian noise, as a world model.
 
     Args:
-        oracle: what grades an episode with the true reward: any object with ``grade(episodes) -> [Outcome]`` (the
+        oracle: what grades an episode with the true reward: a :class:`wmrl.types.EpisodeGrader` (the
             simulator, e.g. ``PushTSimulator(reward: shaped)`` or :class:`~wmrl.vla.bandit.TargetBandit`).
         distortion: the monotone map ``g``: ``identity``, ``power`` or ``logistic`` (module docstring).
         power: ``power`` only: the exponent (> 0).
@@ -79,13 +80,14 @@ class DistortedOracle:
 
     source = Source.WORLD_MODEL
 
-    def __init__(self, oracle: Any, distortion: Distortion = "identity", power: float = 1.0, slope: float = 10.0,
+    def __init__(self, oracle: EpisodeGrader, distortion: Distortion = "identity", power: float = 1.0, slope: float = 10.0,
                  midpoint: float = 0.5, offset: float = 0.0, scale: float = 1.0, noise_sd: float = 0.0,
                  seed: int = 0) -> None:
         key = "world_model.init_args."
         checks = [
-            (hasattr(oracle, "grade"), f"{key}oracle must grade episodes with the true reward (grade(episodes) -> "
-                                       f"[Outcome]; got {type(oracle).__name__})"),
+            (isinstance(oracle, EpisodeGrader), f"{key}oracle must grade episodes with the true reward (a "
+                                                f"wmrl.types.EpisodeGrader: grade(episodes) -> [Outcome]; "
+                                                f"{type(oracle).__name__} lacks {missing_members(oracle, EpisodeGrader)})"),
             (distortion in ("identity", "power", "logistic"),
              f"{key}distortion must be identity, power or logistic (got {distortion!r})"),
             (power > 0, f"{key}power must be > 0 (got {power})"),
@@ -126,7 +128,7 @@ class DistortedOracle:
 
     def grade_trajectories(self, trajectories: Sequence) -> list[float | None]:
         """Side-grade anchor trajectories (``EpisodeTrajectory``) exactly as world-model groups are graded."""
-        episodes = [getattr(t, "episode", None) for t in trajectories]
+        episodes = [episode_of(t) for t in trajectories]
         scored = iter(self.score_episodes([e for e in episodes if e is not None]).tolist())
         return [None if e is None else next(scored) for e in episodes]
 

@@ -2,9 +2,10 @@
 
 An :class:`EpisodeTrajectory` is a :class:`wmrl.types.Trajectory` (so ``RolloutBatch``, the routing, debiasing and
 denoising callbacks handle it unchanged) that also carries the :class:`Episode` it came from: the world model
-side-grades anchors from it and the loss reads its action chunks. An episode has one ``Turn`` whose ``code`` is
-``""`` (an executed episode, not a script; ``AnchorRouting`` counts it as one execution) and whose ``outcome``
-holds the episode's reward (real sparse success or the world model's shaped progress).
+side-grades anchors from it and the loss reads its action chunks. An episode has one :class:`EpisodeTurn`
+(:func:`episode_turn`): no text, ``code`` ``""`` (an executed episode, not a script; ``AnchorRouting`` counts it as
+one execution), ``success`` the simulator's sparse success, and an ``outcome`` holding the episode's reward (real
+sparse success or the world model's shaped progress).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wmrl.types import Trajectory
+from wmrl.types import Outcome, Trajectory, Turn
 
 #: the task string every PushT frame carries in the LeRobotDataset (a VLA's language instruction)
 PUSHT_TASK = "Push the T-shaped block onto the T-shaped target."
@@ -106,6 +107,33 @@ class EpisodeTrajectory(Trajectory):
     """A :class:`~wmrl.types.Trajectory` with the :class:`Episode` behind it (``None`` only in test doubles)."""
 
     episode: Episode | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class EpisodeTurn(Turn):
+    """The one :class:`~wmrl.types.Turn` of an episode. An episode has no text: ``response`` is ``""``, ``code`` is
+    ``""`` (executed, so never a ``malformed`` turn), ``response_tokens`` counts its action chunks, and ``success``
+    says whether it reached the goal. ``finish_reason`` follows from it for the shared rollout records: ``stop`` on
+    success, ``length`` when the episode ran out of steps (as a text turn cut at its token limit)."""
+
+    success: bool = False
+
+
+def episode_turn(episode: Episode, outcome: Outcome) -> EpisodeTurn:
+    """The turn of ``episode`` graded as ``outcome`` (see :class:`EpisodeTurn`).
+
+    >>> e = Episode(0, np.zeros((1, 2)), np.zeros((1, 16)), np.zeros((1, 2)), np.zeros(1), False)
+    >>> turn = episode_turn(e, Outcome("valid", 0.0))
+    >>> turn.success, turn.finish_reason, turn.code, turn.response_tokens
+    (False, 'length', '', 0)
+    """
+    return EpisodeTurn(response="", code="", outcome=outcome, response_tokens=len(episode.chunk_starts),
+                       finish_reason="stop" if episode.success else "length", success=bool(episode.success))
+
+
+def episode_of(trajectory: Trajectory) -> Episode | None:
+    """The episode behind a trajectory (``None`` for a trajectory without one: a text rollout or a test double)."""
+    return trajectory.episode if isinstance(trajectory, EpisodeTrajectory) else None
 
 
 _ARRAYS = ("states", "env_states", "actions", "coverage", "chunk_starts", "chunk_actions")

@@ -1,4 +1,5 @@
-"""`VLAPolicy`: a LeRobot policy (ACT or SmolVLA) behind the three calls the VLA GRPO module needs.
+"""`ACTChunkPolicy` and `SmolVLAChunkPolicy`: a LeRobot policy behind the three calls the VLA GRPO module needs
+(:class:`wmrl.types.ChunkPolicy`; :func:`build_policy` builds the one ``model.init_args.policy.type`` names).
 
 * ``mean_chunk(obs)``: the policy's action chunk ``[B, H, 2]`` in the normalised action space.
 * ``per_sample_loss(obs, chunk, std)``: ``[B]``, the negative log-likelihood of the executed prefix ``chunk``
@@ -10,7 +11,7 @@
   per-sample loss is computed here from ``policy.model(batch)``. SmolVLA (a flow-matching policy, no
   likelihood) uses its own per-sample loss instead: ``SmolVLAPolicy.forward(batch, reduction="none")`` on the
   executed prefix (the rest of the chunk marked ``action_is_pad``), an advantage-weighted flow-matching surrogate
-  (as in advantage-weighted regression), so ``gaussian`` is ``False`` and the module uses that loss and no KL.
+  (as in advantage-weighted regression), so its ``gaussian`` is ``False`` and the module uses that loss and no KL.
 * ``bc_loss(obs, chunk, is_pad)``: the policy's own supervised loss (ACT: L1 via ``ACTPolicy.forward``) for
   the behaviour-cloning (SFT) stage on the demonstrations.
 
@@ -113,29 +114,73 @@ def to_pixels(actions: torch.Tensor) -> torch.Tensor:
     return (actions + 1.0) * SCALE
 
 
-class VLAPolicy(nn.Module):
-    """A LeRobot policy with the RL module's three calls (see the module docstring)."""
+def build_policy(settings: PolicySettings) -> ACTChunkPolicy | SmolVLAChunkPolicy:
+    """The LeRobot policy ``settings`` name (``model.init_args.policy``): ``type`` picks the class, once, here."""
+    require_lerobot(f"the {settings.type} policy")
+    missing = settings.missing_paths("model.init_args.policy")
+    if missing:
+        raise FileNotFoundError("\n".join(missing))
+    return SmolVLAChunkPolicy(settings) if settings.type == "smolvla" else ACTChunkPolicy(settings)
+
+
+class _LeRobotChunkPolicy(nn.Module):
+    """What both LeRobot policies share: the wrapped ``policy`` (its parameters are this module's, so checkpoints
+    hold ``policy.*``), its chunk sizes, and ``save_pretrained``."""
+
+    def _wrap(self, settings: PolicySettings, policy: nn.Module) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.chunk_size = self.policy.config.chunk_size
+        self.n_action_steps = self.policy.config.n_action_steps
+
+    def save_pretrained(self, path: str | Path) -> None:
+        self.policy.save_pretrained(str(path))
+
+
+class ACTChunkPolicy(_LeRobotChunkPolicy):
+    """LeRobot's ACT as a Gaussian policy around its action chunk (see the module docstring): the module computes
+    the per-sample NLL from the differentiable ``mean_chunk`` and the closed-form KL to its reference."""
+
+    gaussian = True
 
     def __init__(self, settings: PolicySettings) -> None:
         super().__init__()
-        require_lerobot(f"the {settings.type} policy")
-        missing = settings.missing_paths("model.init_args.policy")
-        if missing:
-            raise FileNotFoundError("\n".join(missing))
-        self.settings = settings
-        self.gaussian = settings.type == "act"  # ACT: a Gaussian policy around its chunk; SmolVLA: flow matching
-        if settings.type == "smolvla":
-            self.policy = smolvla_policy(settings)
-            self._tokens: dict[str, torch.Tensor] = language_tokens(self.policy)
-        else:
-            from lerobot.policies.act.modeling_act import ACTPolicy
+        from lerobot.policies.act.modeling_act import ACTPolicy
 
-            if settings.pretrained_path is not None:
-                self.policy = ACTPolicy.from_pretrained(settings.pretrained_path)
-            else:
-                self.policy = ACTPolicy(act_config(settings))
-        self.chunk_size = self.policy.config.chunk_size
-        self.n_action_steps = self.policy.config.n_action_steps
+        if settings.pretrained_path is not None:
+            policy = ACTPolicy.from_pretrained(settings.pretrained_path)
+        else:
+            policy = ACTPolicy(act_config(settings))
+        self._wrap(settings, policy)
+
+    def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[B, H, 2]`` the policy's action chunk (normalised), differentiable."""
+        actions, _ = self.policy.model(dict(obs))
+        return actions
+
+    def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor:
+        """``[B]`` the Gaussian NLL per action dimension of the executed normalised ``chunk`` (computed here:
+        ACT's ``forward`` has no per-sample reduction)."""
+        from wmrl.algorithms.gaussian import chunk_nll
+
+        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)  # the executed prefix of the chunk
+
+    def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
+        """ACT's own supervised loss on demonstration chunks (masked L1 via ``ACTPolicy.forward``)."""
+        loss, _ = self.policy.forward({**obs, "action": chunk, "action_is_pad": is_pad})
+        return loss
+
+
+class SmolVLAChunkPolicy(_LeRobotChunkPolicy):
+    """LeRobot's SmolVLA (flow matching, no likelihood): it gives its own per-sample loss, the advantage-weighted
+    flow-matching surrogate, and has no KL term (``gaussian`` False; see the module docstring)."""
+
+    gaussian = False
+
+    def __init__(self, settings: PolicySettings) -> None:
+        super().__init__()
+        self._wrap(settings, smolvla_policy(settings))
+        self._tokens: dict[str, torch.Tensor] = language_tokens(self.policy)
 
     def smolvla_batch(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """SmolVLA's observation batch from the state observation (see the module docstring)."""
@@ -149,30 +194,18 @@ class VLAPolicy(nn.Module):
         }
 
     def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """``[B, H, 2]`` the policy's action chunk (normalised); differentiable for ACT. SmolVLA: a chunk sampled
-        by its flow (from torch's global generator), not differentiated."""
-        if not self.gaussian:
-            with torch.no_grad():
-                return self.policy.predict_action_chunk(self.smolvla_batch(obs))
-        actions, _ = self.policy.model(dict(obs))
-        return actions
+        """``[B, H, 2]`` a chunk sampled by its flow (from torch's global generator), not differentiated."""
+        with torch.no_grad():
+            return self.policy.predict_action_chunk(self.smolvla_batch(obs))
 
     def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor:
-        """``[B]`` ACT: the Gaussian NLL per action dimension of the executed normalised ``chunk`` (computed here:
-        ACT's ``forward`` has no per-sample reduction). SmolVLA: its flow-matching loss on the executed prefix,
-        ``forward(batch, reduction="none")`` (``std`` unused)."""
-        if not self.gaussian:
-            return self.flow_loss(obs, chunk, reduction="none")
-        from wmrl.algorithms.gaussian import chunk_nll
-
-        return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)  # the executed prefix of the chunk
+        """``[B]`` its flow-matching loss on the executed prefix, ``forward(batch, reduction="none")`` (``std``
+        unused)."""
+        return self.flow_loss(obs, chunk, reduction="none")
 
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
-        """The policy's own supervised loss on demonstration chunks (ACT: masked L1; SmolVLA: flow matching)."""
-        if not self.gaussian:
-            return self.flow_loss(obs, chunk, is_pad=is_pad)
-        loss, _ = self.policy.forward({**obs, "action": chunk, "action_is_pad": is_pad})
-        return loss
+        """Its own supervised loss on demonstration chunks (flow matching)."""
+        return self.flow_loss(obs, chunk, is_pad=is_pad)
 
     def flow_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor | None = None,
                   reduction: str = "mean") -> torch.Tensor:
@@ -188,9 +221,6 @@ class VLAPolicy(nn.Module):
             batch["action_is_pad"] = is_pad
         loss, _ = self.policy.forward(batch, reduction=reduction)
         return loss
-
-    def save_pretrained(self, path: str | Path) -> None:
-        self.policy.save_pretrained(str(path))
 
 
 def act_config(settings: PolicySettings):

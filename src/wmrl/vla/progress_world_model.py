@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from wmrl.types import Outcome, Source, Status
-from wmrl.vla.episode import Episode, episode_from_state, episode_state
+from wmrl.vla.episode import Episode, episode_from_state, episode_of, episode_state
 from wmrl.vla.reward_model import ProgressRewardModel, episode_samples, frame_indices, shaped_reward
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ class ProgressWorldModel:
 
     def grade_trajectories(self, trajectories: Sequence) -> list[float | None]:
         """Side-grade anchor trajectories (``EpisodeTrajectory``), then learn from them (on-policy refresh)."""
-        episodes = [getattr(t, "episode", None) for t in trajectories]
+        episodes = [episode_of(t) for t in trajectories]
         scored = [e for e in episodes if e is not None and len(e)]
         rewards = iter(self.score_episodes(scored).tolist())
         out = [next(rewards) if e is not None and len(e) else None for e in episodes]

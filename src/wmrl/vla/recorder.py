@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wmrl.callbacks.base import RLCallback
+from wmrl.vla.episode import episode_of
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -39,7 +40,7 @@ class AnchorEpisodeRecorder(RLCallback):
     def on_advantages(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         from wmrl.vla.dataset import write_episodes
 
-        rows = [i for i, t in enumerate(batch.trajectories) if bool(batch.is_real[i]) and getattr(t, "episode", None)]
+        rows = [i for i, t in enumerate(batch.trajectories) if bool(batch.is_real[i]) and episode_of(t)]
         if not rows or (trainer is not None and not trainer.is_global_zero):
             return
         episodes = [batch.trajectories[i].episode for i in rows]
@@ -67,6 +68,11 @@ class AnchorEpisodeRecorder(RLCallback):
             simulator.play([episode.seed], ReplayController(episode.actions), n_action_steps=len(episode),
                            frames=frames, max_steps=len(episode))
         return frames
+
+    @property
+    def state_key(self) -> str:
+        """The dataset's name, not its folder: a run resumed from a moved or copied run directory keeps counting."""
+        return self._generate_state_key(repo_id=self.repo_id)
 
     def state_dict(self) -> dict:
         return {"recorded": self.recorded}

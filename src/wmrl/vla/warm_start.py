@@ -1,11 +1,11 @@
 """`BehaviourCloningWarmStart`: the SFT stage before VLA post-training, as its own step.
 
 What it does: at fit start it clones the data module's successful demonstrations into the policy
-(:meth:`wmrl.modules.vla_grpo.VLAGRPOModule.behaviour_cloning`: ``steps`` AdamW steps of the policy's own loss
+(:meth:`wmrl.vla.grpo.VLAGRPOModule.behaviour_cloning`: ``steps`` AdamW steps of the policy's own loss
 on ``batch_size`` demonstration chunks each, at learning rate ``lr``; the last loss is logged as ``sft/loss``).
 
 When it runs: in ``on_fit_start``, once per fit, before any rollout. Lightning calls the callbacks' hooks before
-the module's own, so it has finished when :class:`~wmrl.modules.vla_grpo.VLAGRPOModule`'s ``on_fit_start`` snapshots
+the module's own, so it has finished when :class:`~wmrl.vla.grpo.VLAGRPOModule`'s ``on_fit_start`` snapshots
 the KL reference: the reference is the policy after SFT, and the world model is trained after it, as in the paper.
 
 A resumed run (``wmrl fit --ckpt_path ...``: its checkpoint holds the trained policy and the SFT reference) does
@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lightning.pytorch import Callback
+
+from wmrl.types import ClonesBehaviour
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -50,8 +52,9 @@ class BehaviourCloningWarmStart(Callback):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.ckpt_path is not None:  # resumed: the checkpoint's policy is already past this step
             return
-        if not hasattr(pl_module, "behaviour_cloning"):
-            raise TypeError(f"BehaviourCloningWarmStart needs a module with behaviour_cloning (VLAGRPOModule), not "
-                            f"{type(pl_module).__name__}: remove the callback from trainer.callbacks")
+        if not isinstance(pl_module, ClonesBehaviour):
+            raise TypeError(f"BehaviourCloningWarmStart needs a module with behaviour_cloning (VLAGRPOModule, a "
+                            f"wmrl.types.ClonesBehaviour), not {type(pl_module).__name__}: remove the callback from "
+                            "trainer.callbacks")
         successful = [e for e in pl_module.demonstrations() if e.success]
         self.loss = pl_module.behaviour_cloning(successful, self.steps, self.batch_size, self.lr)

@@ -1,0 +1,87 @@
+"""The config files on a ``wmrl fit|validate|test`` command line, checked before LightningCLI reads them.
+
+Two mistakes that jsonargparse reports as a long union-type error that names neither the file nor the fix:
+
+- an overlay given alone or first: an overlay says in its first line which configs it goes on
+  (``# overlay on: configs/vla/pusht_gpu.yaml``), and holds only what it changes;
+- a ``class_path`` written for the layout before the two domain wings (``wmrl.modules.grpo.GRPOModule``, now
+  ``wmrl.autoresearch.grpo.GRPOModule``), in a config or a flag.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+OVERLAY_LINE = "# overlay on: "
+#: old module prefix -> where it lives since the AutoResearch and VLA code moved into their wings
+MOVED = {
+    "wmrl.modules.grpo": "wmrl.autoresearch.grpo",
+    "wmrl.modules.vla_grpo": "wmrl.vla.grpo",
+    "wmrl.datamodules.autoresearch": "wmrl.autoresearch.data",
+    "wmrl.datamodules": "wmrl.vla.data",
+    "wmrl.tasks": "wmrl.autoresearch.tasks",
+    "wmrl.environments": "wmrl.autoresearch.environments",
+}
+_OLD = re.compile(r"\b(" + "|".join(re.escape(old) for old in sorted(MOVED, key=len, reverse=True)) + r")(\.[\w.]+)?")
+
+
+def declared_bases(config: Path) -> list[str]:
+    """The configs ``config`` goes on, in command-line order, from its first line; [] for a base config.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "libero.yaml"
+    >>> _ = path.write_text("# overlay on: configs/vla/pusht_gpu.yaml\\nmodel: {}\\n")
+    >>> declared_bases(path)
+    ['configs/vla/pusht_gpu.yaml']
+    """
+    first = config.read_text().partition("\n")[0]
+    if not first.startswith(OVERLAY_LINE):
+        return []
+    return [base.strip() for base in first.removeprefix(OVERLAY_LINE).split(" + ")]
+
+
+def config_paths(words: list[str]) -> list[Path]:
+    """The files given with ``-c``/``--config`` (``--config=FILE`` too), in order; files that do not exist are
+    left to LightningCLI, which names them."""
+    paths = []
+    for i, word in enumerate(words):
+        if word in ("-c", "--config") and i + 1 < len(words):
+            paths.append(Path(words[i + 1]))
+        elif word.startswith("--config="):
+            paths.append(Path(word.partition("=")[2]))
+    return [path for path in paths if path.is_file()]
+
+
+def moved_name(text: str) -> tuple[str, str] | None:
+    """The first old wmrl module path in ``text`` and its new name, or ``None``.
+
+    >>> moved_name("class_path: wmrl.modules.grpo.GRPOModule")
+    ('wmrl.modules.grpo.GRPOModule', 'wmrl.autoresearch.grpo.GRPOModule')
+    >>> moved_name("class_path: wmrl.autoresearch.grpo.GRPOModule") is None
+    True
+    """
+    match = _OLD.search(text)
+    if match is None:
+        return None
+    return match.group(0), MOVED[match.group(1)] + (match.group(2) or "")
+
+
+def command_line_errors(command: str, words: list[str]) -> list[str]:
+    """Error lines for an overlay given first or a moved class path; [] when neither is there."""
+    configs = config_paths(words)
+    if configs and (bases := declared_bases(configs[0])):
+        chain = " ".join(f"-c {path}" for path in [*bases, configs[0]])
+        return [f"error: {configs[0]} is an overlay on {' + '.join(bases)}, not a config of its own "
+                "(its first line says so)",
+                f"  run: wmrl {command} {chain}"]
+    for config in configs:
+        for number, line in enumerate(config.read_text().splitlines(), 1):
+            if not line.lstrip().startswith("#") and (moved := moved_name(line)):
+                return [f"error: {config}:{number}: {moved[0]} is now {moved[1]}",
+                        "  wmrl's AutoResearch and VLA code moved into their wings (wmrl.autoresearch, wmrl.vla): "
+                        "replace the name in the config"]
+    for word in words:
+        if (moved := moved_name(word)):
+            return [f"error: {moved[0]} is now {moved[1]}: replace the name in the command"]
+    return []
