@@ -23,7 +23,9 @@ from task_fixtures import (
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.tasks import registry
-from wmrl.autoresearch.tasks.folder import OVERVIEW_CHARS, TaskFolderError, load_folder
+from wmrl.autoresearch.tasks.folder import load_folder
+from wmrl.autoresearch.tasks.folder_checks import TaskFolderError
+from wmrl.autoresearch.tasks.folder_task import OVERVIEW_CHARS
 from wmrl.autoresearch.tasks.mlebench import load_competition
 from wmrl.autoresearch.tasks.suite import LOCK_PATH, TaskSuite
 from wmrl.cli import commands as cli

@@ -105,7 +105,8 @@ def test_the_holt_winters_reference_is_stable_under_last_bit_noise(task_id):
     import pandas as pd
     from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
-    from wmrl.autoresearch.tasks.references import _FORECASTERS, _SEASONAL_PERIODS
+    from wmrl.autoresearch.tasks.references import _SEASONAL_PERIODS
+    from wmrl.autoresearch.tasks.script_files import part
     from wmrl.autoresearch.tasks.suite import TaskSuite
 
     task = TaskSuite().get(task_id)
@@ -115,7 +116,7 @@ def test_the_holt_winters_reference_is_stable_under_last_bit_noise(task_id):
     test = pd.read_csv(task.root / "public/test.csv").sort_values(spec.time_column)
     history = train[spec.target[0]].to_numpy(dtype=float)
     namespace = {"np": np, "ExponentialSmoothing": ExponentialSmoothing, "period": _SEASONAL_PERIODS[task_id]}
-    exec(_FORECASTERS["holt_winters"][1], namespace)  # the reference's own forecast() definition
+    exec(part("forecasters/holt_winters")[1], namespace)  # the reference's own forecast() definition
     rng = np.random.default_rng(0)
     scores = []
     for k in range(4):

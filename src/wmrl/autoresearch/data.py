@@ -95,7 +95,7 @@ class AutoResearchDataModule(pl.LightningDataModule):
         if eval_samples < 1:
             problems.append(f"data.eval_samples must be >= 1 (got {eval_samples})")
         if task_dirs:
-            from wmrl.autoresearch.tasks.folder import TaskFolderError
+            from wmrl.autoresearch.tasks.folder_checks import TaskFolderError
             from wmrl.autoresearch.tasks.registry import load_source, use
 
             for i, source in enumerate(task_dirs):

@@ -1,5 +1,5 @@
 """The pieces of a task's prompt and card that built-in tasks (:mod:`wmrl.autoresearch.tasks.build`) and task folders
-(:mod:`wmrl.autoresearch.tasks.folder`) share: the data dictionary, the target summary, what a prediction is, column kinds."""
+(:mod:`wmrl.autoresearch.tasks.folder_task`) share: the data dictionary, the target summary, what a prediction is, column kinds."""
 
 from __future__ import annotations
 

@@ -17,20 +17,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from wmrl.autoresearch.tasks.folder import (
-    ID_PATTERN,
-    SPLITS,
-    TaskFolderError,
-    folder_spec,
-    grade_problems,
-    hidden_roots,
-    inferred_target,
-    leaderboard_problems,
-    metric_checks,
-    overview_title,
-    public_leaks,
-    submission_checks,
-)
+from wmrl.autoresearch.tasks import folder_checks as checks
 from wmrl.autoresearch.tasks.folder_source import FolderSource
 from wmrl.autoresearch.tasks.spec import TaskSpec
 
@@ -58,7 +45,7 @@ def load_competition(
     ``config.yaml``'s ``dataset.answers`` (relative to the data dir); the grader is the competition's own
     ``grade.py`` (``grader.grade_fn``'s function), or, without one, the built-in metric that ``grader.name``
     names; the leaderboard is ``leaderboard.csv``; position = the share of the leaderboard beaten. Every problem
-    is reported at once (:class:`~wmrl.autoresearch.tasks.folder.TaskFolderError`), each naming its file, key and fix.
+    is reported at once (:class:`~wmrl.autoresearch.tasks.folder_checks.TaskFolderError`), each naming its file, key and fix.
     """
     import yaml
 
@@ -69,14 +56,13 @@ def load_competition(
     try:
         config = yaml.safe_load(config_path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise TaskFolderError(root, [f"{config_path}: cannot be read ({exc}); an MLE-bench competition has one"]) from None
+        raise checks.TaskFolderError(
+            root, [f"{config_path}: cannot be read ({exc}); an MLE-bench competition has one"]) from None
     if not isinstance(config, dict):
-        raise TaskFolderError(root, [f"{config_path}: must be a mapping (got {type(config).__name__})"])
+        raise checks.TaskFolderError(root, [f"{config_path}: must be a mapping (got {type(config).__name__})"])
     task_id = str(config.get("id", root.name))
-    if not ID_PATTERN.match(task_id):
-        problems.append(f"{config_path}: id {task_id!r} must be lowercase letters, digits, '_' or '-'")
-    if split not in SPLITS:
-        problems.append(f"split {split!r} must be one of {', '.join(SPLITS)} (--split)")
+    problems += checks.identity_problems(task_id, split, config_path,
+                                         "correct `id:` (it defaults to the folder's name)", "--split")
     dataset = config.get("dataset") or {}
     grader = config.get("grader") or {}
     prepared = data / task_id / "prepared"
@@ -92,21 +78,18 @@ def load_competition(
     answers = data / str(dataset.get("answers", f"{task_id}/prepared/private/test.csv"))
     sample = data / str(dataset.get("sample_submission", f"{task_id}/prepared/public/sample_submission.csv"))
     description = root / "description.md"
-    if not description.is_file():
-        problems.append(f"{description}: missing; MLE-bench competitions ship their overview there")
-    checked = submission_checks(sample, answers, None, problems) if sample.is_file() else None
-    if not sample.is_file() and "sample_submission" in dataset:
-        problems.append(f"{sample}: missing (config.yaml dataset.sample_submission, relative to {data}); prepare "
-                        f"the competition ({prepare}) or correct the path")
-    problems += public_leaks(public, answers)
+    problems += checks.description_problems(description, "MLE-bench competitions ship their overview there")
+    id_col, columns, answer_columns = checks.data_checks(
+        public, sample, answers, None,
+        f"missing (config.yaml dataset.sample_submission, relative to {data}); prepare the competition ({prepare}) "
+        "or correct the path" if "sample_submission" in dataset else None, problems)
     function = str(grader.get("grade_fn", ":grade")).rpartition(":")[2] or "grade"
-    grade = root / "grade.py"
-    grade = grade if grade.is_file() else None
+    grade = checks.existing(root / "grade.py")
     name = grader.get("name")
     notes: list[str] = []
     metric = None
     if grade is not None:
-        problems += grade_problems(grade, function)
+        problems += checks.grade_problems(grade, function)
         notes += _name_notes(name, config_path)
     else:
         metric = MLEBENCH_METRICS.get(str(name or "").lower())
@@ -117,36 +100,40 @@ def load_competition(
                             f"({', '.join(MLEBENCH_METRICS)}); correct it, or put the competition's grade.py beside "
                             "config.yaml")
     leaderboard = root / "leaderboard.csv"
-    lb_problems = leaderboard_problems(leaderboard) if leaderboard.is_file() else [
-        f"{leaderboard}: missing; MLE-bench competitions ship Kaggle's final leaderboard (a `score` column, best first)"]
-    problems += lb_problems
-    id_col, columns, answer_columns = checked if checked is not None else (None, None, None)
+    problems += checks.leaderboard_checks(checks.existing(leaderboard), f"{leaderboard}: missing; MLE-bench "
+                                          "competitions ship Kaggle's final leaderboard (a `score` column, best first)")
     target, task_type = (), "custom"
     if metric is not None:
-        target, task_type = metric_checks(metric, None, None, None, columns, answer_columns, id_col, problems,
-                                           config_path, target_fix="the answers (config.yaml dataset.answers) must "
-                                           "hold the scored column, named as in sample_submission.csv")
+        target, task_type = checks.metric_checks(
+            metric, None, None, None, columns, answer_columns, id_col, problems, config_path,
+            target_fix="the answers (config.yaml dataset.answers) must hold the scored column, named as in "
+                       "sample_submission.csv")
     if problems:
-        raise TaskFolderError(root, problems)
+        raise checks.TaskFolderError(root, problems)
     from wmrl.autoresearch.tasks.metrics import METRICS
 
     if grade is not None:
         higher = _leaderboard_direction(leaderboard)
-        target, task_type = inferred_target(public, id_col, columns, str(name) if name else None)
+        target, task_type = checks.inferred_target(public, id_col, columns, str(name) if name else None)
     else:
         higher = METRICS[metric].higher_is_better
-    starter = root / "starter.py"
     source = FolderSource(
         kind="mlebench", root=root, public_dir=public, answers=answers, description=description,
         grade_script=grade, grade_function=function, leaderboard=leaderboard, references_dir=None,
-        starter=starter if starter.is_file() else None, id_column=id_col, submission_columns=columns,
-        higher_is_better=higher, grade_timeout_s=120.0, private_roots=hidden_roots(root, answers, data / task_id),
+        starter=checks.existing(root / "starter.py"), id_column=id_col, submission_columns=columns,
+        higher_is_better=higher, grade_timeout_s=120.0,
+        private_roots=checks.hidden_roots(root, answers, data / task_id),
         grader_name=str(name) if name else None, notes=tuple(notes),
     )
-    title = str(config.get("name") or overview_title(description, task_id))
+    title = str(config.get("name") or checks.overview_title(description, task_id))
     shown = metric or (f"{name} (grade.py)" if name else "grade.py")
-    return folder_spec(task_id, split, title, shown, task_type, target, source, float(time_budget_s), 4096, False,
-                 "mle-bench")
+    return checks.folder_spec(task_id, split, title, shown, task_type, target, source, float(time_budget_s), 4096,
+                              False, "mle-bench")
+
+
+def is_competition(path: Path) -> bool:
+    """Whether ``path`` is a competition's folder in MLE-bench's layout (it holds ``config.yaml``)."""
+    return (path / "config.yaml").is_file()
 
 
 def _leaderboard_direction(leaderboard: Path) -> bool:

@@ -5,12 +5,15 @@ can reach: a trivial floor, the linear baseline (also the starter solution shown
 short and readable), and stronger or differently-biased models (neighbours, shallow and deep trees, boosting,
 bagged boosting). Each script follows the solution contract exactly (reads ``public/*.csv``, writes
 ``submission.csv``), is deterministic (fixed seeds, one thread) and imports no dataset package.
+
+The scripts are Python files under ``tasks/solutions/`` (a frame per task type, one part per forecaster and risk
+model); this module chooses, per task, the model, its imports and the values of the frames' slots
+(:mod:`wmrl.autoresearch.tasks.script_files`).
 """
 
 from __future__ import annotations
 
-from string import Template
-
+from wmrl.autoresearch.tasks.script_files import fill, part
 from wmrl.autoresearch.tasks.spec import TaskSpec
 
 _SEASONAL_PERIODS = {
@@ -67,92 +70,6 @@ def reference_solutions(spec: TaskSpec, columns: dict[str, str]) -> dict[str, st
 
 
 # --- tabular: binary, multiclass, regression, count ---------------------------------------------------------
-
-_TABULAR = Template("""\
-import numpy as np
-import pandas as pd
-$imports
-
-train = pd.read_csv("public/train.csv")
-test = pd.read_csv("public/test.csv")
-target = "$target"
-categorical = $categorical
-numeric = [c for c in test.columns if c not in categorical and c != "id"]
-
-
-def features(frame):
-    return frame[numeric + categorical].astype({c: str for c in categorical})
-
-
-def predict(frame):
-    return $prediction
-
-
-fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
-preprocess = ColumnTransformer([
-    ("numeric", $numeric_steps, numeric),
-    ("categorical", $categorical_step, categorical),
-])
-model = make_pipeline(preprocess, $model)
-model.fit(features(fit), fit[target])
-score = $score
-print(f"VALIDATION_SCORE={score:.6f}")
-
-model.fit(features(train), train[target])
-pd.DataFrame({"id": test["id"], "prediction": predict(test)}).to_csv("submission.csv", index=False)
-""")
-
-_BAGGED = Template("""\
-import numpy as np
-import pandas as pd
-from sklearn.ensemble import $estimator
-from sklearn.model_selection import $folds
-from sklearn.preprocessing import OrdinalEncoder
-$score_import
-
-train = pd.read_csv("public/train.csv")
-test = pd.read_csv("public/test.csv")
-target = "$target"
-categorical = $categorical
-numeric = [c for c in test.columns if c not in categorical and c != "id"]
-encoder = OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1)
-encoder.fit(pd.concat([train, test])[categorical].astype(str))
-
-
-def features(frame):
-    codes = encoder.transform(frame[categorical].astype(str)) if categorical else np.empty((len(frame), 0))
-    return np.column_stack([frame[numeric].to_numpy(dtype=float), codes])
-
-
-def raw(model, X):
-    return $raw
-
-
-X, y, X_test = features(train), train[target].to_numpy(), features(test)
-is_categorical = [False] * len(numeric) + [True] * len(categorical)
-out_of_fold, test_raw = None, 0.0
-for fit_rows, val_rows in $folds(n_splits=5, shuffle=True, random_state=0).split(X, y):
-    model = $estimator($params, categorical_features=is_categorical, random_state=0)
-    model.fit(X[fit_rows], y[fit_rows])
-    fold_raw = raw(model, X[val_rows])
-    if out_of_fold is None:
-        out_of_fold = np.zeros((len(X),) + np.shape(fold_raw)[1:])
-    out_of_fold[val_rows] = fold_raw
-    test_raw = test_raw + raw(model, X_test) / 5
-$finish
-score = $score
-print(f"VALIDATION_SCORE={score:.6f}")
-pd.DataFrame({"id": test["id"], "prediction": finish(test_raw)}).to_csv("submission.csv", index=False)
-""")
-
-_TRIVIAL_TABULAR = Template("""\
-import pandas as pd
-
-train = pd.read_csv("public/train.csv")
-test = pd.read_csv("public/test.csv")
-constant = $constant
-pd.DataFrame({"id": test["id"], "prediction": constant}).to_csv("submission.csv", index=False)
-""")
 
 _TABULAR_IMPORTS = (
     "from sklearn.compose import ColumnTransformer",
@@ -284,8 +201,9 @@ def _tabular_script(
     numeric_steps, categorical_step, prep_import = prep
     score_import, score_template = _SCORE[spec.metric]
     imports = {*model_import.split("\n"), prep_import, score_import, *_TABULAR_IMPORTS}
-    return _TABULAR.substitute(
-        imports="\n".join(sorted(imports)),
+    return fill(
+        "tabular",
+        imports="\n" + "\n".join(sorted(imports)),
         target=spec.target[0],
         categorical=repr(categorical),
         prediction=_PREDICTION[kind],
@@ -340,36 +258,15 @@ def heavy_starter(spec: TaskSpec, columns: dict[str, str]) -> str:
 #: ``cpu-heavy`` benchmark shows ``heavy_boosting`` instead. Not a leaderboard reference.
 STACKING_STARTER = "heavy_stacking"
 _STACKING_PARAMS = "max_iter=1000, learning_rate=0.05, max_leaf_nodes=31, early_stopping=False, random_state=0"
-_STACKING = Template("""\
-# Stacking: the out-of-fold predictions of a long gradient-boosting run become features of the final model.
-booster = make_pipeline(
-    ColumnTransformer([
-        ("numeric", SimpleImputer(strategy="median"), numeric),
-        ("categorical", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1), categorical),
-    ]),
-    $booster,
-)
-stacked = np.mean([  # out-of-fold predictions averaged over two shuffles of the folds
-    cross_val_predict(booster, features(train), train[target], cv=$folds(5, shuffle=True, random_state=seed)$method)
-    for seed in range(2)
-], axis=0).reshape(len(train), -1)
-booster.fit(features(train), train[target])
-stacked_test = np.asarray(booster.$predict(features(test))).reshape(len(test), -1)
-stack = [f"stack_{k}" for k in range(stacked.shape[1])]
-train[stack], test[stack] = stacked, stacked_test
-numeric += stack
-
-
-""")
 
 
 def stacking_starter(spec: TaskSpec, columns: dict[str, str]) -> str:
     """The paper's-regime starter for a tabular task (see :data:`STACKING_STARTER`): the linear baseline with the
     stacking block before its validation split."""
     kind, categorical, classify, estimator, booster = _boosting(spec, columns, STACKING_STARTER, _STACKING_PARAMS)
-    block = _STACKING.substitute(booster=booster, folds="StratifiedKFold" if classify else "KFold",
-                                 method=', method="predict_proba"' if classify else "",
-                                 predict="predict_proba" if classify else "predict")
+    block = fill("stacking_block", booster=booster, folds="StratifiedKFold" if classify else "KFold",
+                 method=', method="predict_proba"' if classify else "",
+                 predict="predict_proba" if classify else "predict") + "\n\n"
     baseline = _tabular_solutions(spec, kind, categorical)["linear_baseline"]
     split = baseline.index("fit, val = train_test_split(")
     imports = ["from sklearn.compose import ColumnTransformer", f"from sklearn.ensemble import {estimator}",
@@ -390,7 +287,7 @@ def _trivial_tabular(target: str, kind: str) -> str:
         "real": f'train["{target}"].mean()',
         "positive": f'max(train["{target}"].mean(), 1e-3)',
     }[kind]
-    return _TRIVIAL_TABULAR.substitute(constant=constant)
+    return fill("tabular_trivial", constant=constant)
 
 
 def _bagged(spec: TaskSpec, kind: str, categorical: list[str], score_import: str, score_template: str) -> str:
@@ -413,10 +310,11 @@ def _bagged(spec: TaskSpec, kind: str, categorical: list[str], score_import: str
             if kind == "positive"
             else ("def finish(values):\n    return values\n")
         )
-    return _BAGGED.substitute(
+    return fill(
+        "tabular_bagged",
         estimator="HistGradientBoostingClassifier" if classify else "HistGradientBoostingRegressor",
         folds="StratifiedKFold" if classify else "KFold",
-        score_import=score_import,
+        score_import="\n" + score_import,
         target=spec.target[0],
         categorical=repr(categorical),
         raw=raw,
@@ -427,129 +325,9 @@ def _bagged(spec: TaskSpec, kind: str, categorical: list[str], score_import: str
 
 
 # --- forecast -----------------------------------------------------------------------------------------------
-
-_FORECAST = Template("""\
-import numpy as np
-import pandas as pd
-$imports
-
-train = pd.read_csv("public/train.csv").sort_values("$time")
-test = pd.read_csv("public/test.csv").sort_values("$time")
-y = train["$target"].to_numpy(dtype=float)
-horizon, period = len(test), $period
-
-
-$forecast
-
-
-validation, actual = forecast(y[:-horizon], horizon), y[-horizon:]
-score = $score
-print(f"VALIDATION_SCORE={score:.6f}")
-pd.DataFrame({"id": test["id"], "prediction": forecast(y, horizon)}).to_csv("submission.csv", index=False)
-""")
-
-_FORECASTERS = {
-    "trivial": (
-        "",
-        """\
-def forecast(history, steps):
-    return np.full(steps, history[-1])""",
-    ),
-    "linear_baseline": (
-        "from sklearn.linear_model import LinearRegression",
-        """\
-def design(t):
-    return np.column_stack([t, np.eye(period)[t % period]])
-
-
-def forecast(history, steps, seasons=4):
-    t = np.arange(len(history))[-seasons * period:]
-    model = LinearRegression().fit(design(t), history[t])
-    return model.predict(design(np.arange(len(history), len(history) + steps)))""",
-    ),
-    "seasonal_naive": (
-        "",
-        """\
-def forecast(history, steps):
-    last_season = history[-period:]
-    return np.array([last_season[k % period] for k in range(steps)])""",
-    ),
-    "drift": (
-        "",
-        """\
-def forecast(history, steps):
-    slope = (history[-1] - history[0]) / (len(history) - 1)
-    return history[-1] + slope * np.arange(1, steps + 1)""",
-    ),
-    "seasonal_mean": (
-        "",
-        """\
-def forecast(history, steps, seasons=3):
-    n = min(seasons, len(history) // period) * period
-    recent = history[-n:].reshape(-1, period).mean(axis=0)
-    return np.array([recent[k % period] for k in range(steps)])""",
-    ),
-    # Starting values from the data (not a brute-force grid) and a least-squares fit: statsmodels' default
-    # (estimated start, grid search, L-BFGS-B) jumps between local optima on last-bit differences, 4.8% apart on
-    # another CPU (issue 22); this setting moves by <= 3e-5 under 1e-13 relative noise on every forecast task.
-    "holt_winters": (
-        "from statsmodels.tsa.holtwinters import ExponentialSmoothing",
-        """\
-def forecast(history, steps):
-    seasonal = "add" if period > 1 else None
-    start = "heuristic" if seasonal and len(history) >= 2 * period + 10 else "legacy-heuristic"
-    model = ExponentialSmoothing(history, trend="add", damped_trend=True, seasonal=seasonal,
-                                 seasonal_periods=period if seasonal else None, initialization_method=start)
-    return model.fit(use_brute=False, method="least_squares").forecast(steps)""",
-    ),
-    "autoregressive": (
-        "from statsmodels.tsa.ar_model import AutoReg",
-        """\
-def forecast(history, steps):
-    lags = min(2 * period + 1, len(history) // 4)
-    model = AutoReg(history, lags=lags, trend="ct", seasonal=period > 1, period=period).fit()
-    return model.predict(start=len(history), end=len(history) + steps - 1)""",
-    ),
-    "gradient_boosting": (
-        "from sklearn.ensemble import HistGradientBoostingRegressor",
-        """\
-def design(t):
-    return np.column_stack([t, t % period])
-
-
-def forecast(history, steps):
-    t = np.arange(len(history))
-    model = HistGradientBoostingRegressor(random_state=0).fit(design(t), history)
-    return model.predict(design(np.arange(len(history), len(history) + steps)))""",
-    ),
-    "random_forest": (
-        "from sklearn.ensemble import RandomForestRegressor",
-        """\
-def design(t):
-    return np.column_stack([t, t % period])
-
-
-def forecast(history, steps):
-    t = np.arange(len(history))
-    model = RandomForestRegressor(n_estimators=200, min_samples_leaf=2, random_state=0)
-    model.fit(design(t), history)
-    return model.predict(design(np.arange(len(history), len(history) + steps)))""",
-    ),
-    "trend_plus_boosting": (
-        "from sklearn.ensemble import HistGradientBoostingRegressor\n"
-        "from sklearn.linear_model import LinearRegression",
-        """\
-def forecast(history, steps):
-    t = np.arange(len(history))
-    future = np.arange(len(history), len(history) + steps)
-    window = min(len(history), 20 * period)
-    trend = LinearRegression().fit(t[-window:, None], history[-window:])
-    residual = history - trend.predict(t[:, None])
-    boost = HistGradientBoostingRegressor(max_iter=200, random_state=0)
-    boost.fit(np.column_stack([t % period]), residual)
-    return trend.predict(future[:, None]) + boost.predict(np.column_stack([future % period]))""",
-    ),
-}
+#: the forecasters (``solutions/forecasters/<name>.py``), in the order a leaderboard lists them
+FORECASTERS = ("trivial", "linear_baseline", "seasonal_naive", "drift", "seasonal_mean", "holt_winters",
+               "autoregressive", "gradient_boosting", "random_forest", "trend_plus_boosting")
 
 
 def _forecast_solutions(spec: TaskSpec) -> dict[str, str]:
@@ -558,12 +336,14 @@ def _forecast_solutions(spec: TaskSpec) -> dict[str, str]:
     period = _SEASONAL_PERIODS.get(spec.id, 1)
     score_import, score_template = _SCORE[spec.metric]
     scripts = {}
-    for name, (imports, body) in _FORECASTERS.items():
-        scripts[name] = _FORECAST.substitute(
-            imports="\n".join(line for line in (imports, score_import) if line),
+    for name in FORECASTERS:
+        imports, body = part(f"forecasters/{name}")
+        scripts[name] = fill(
+            "forecast",
+            imports="\n" + "\n".join(line for line in (imports, score_import) if line),
             time=spec.time_column,
             target=spec.target[0],
-            period=period,
+            period=str(period),
             forecast=body,
             score=score_template.format(y="actual", p="validation"),
         )
@@ -571,128 +351,17 @@ def _forecast_solutions(spec: TaskSpec) -> dict[str, str]:
 
 
 # --- survival -----------------------------------------------------------------------------------------------
-
-_SURVIVAL = Template("""\
-import numpy as np
-import pandas as pd
-from lifelines.utils import concordance_index
-from sklearn.model_selection import train_test_split
-$imports
-
-train = pd.read_csv("public/train.csv")
-test = pd.read_csv("public/test.csv")
-categorical = $categorical
-
-
-def features(frame):
-    X = frame.drop(columns=[c for c in ("id", "time", "event") if c in frame.columns])
-    return pd.get_dummies(X, columns=categorical, drop_first=True, dtype=float)
-
-
-X_all = features(pd.concat([train, test]))
-X_all = X_all.fillna(X_all.median())
-X, X_test = X_all.iloc[: len(train)], X_all.iloc[len(train):]
-
-
-$risk
-
-
-fit_rows, val_rows = train_test_split(np.arange(len(train)), test_size=0.25, random_state=0)
-fit, val = train.iloc[fit_rows], train.iloc[val_rows]
-val_risk = risk(X.iloc[fit_rows], fit["time"], fit["event"], X.iloc[val_rows])
-score = concordance_index(val["time"], -val_risk, val["event"])
-print(f"VALIDATION_SCORE={score:.6f}")
-prediction = risk(X, train["time"], train["event"], X_test)
-pd.DataFrame({"id": test["id"], "prediction": prediction}).to_csv("submission.csv", index=False)
-""")
-
-_RISKS = {
-    "trivial": (
-        "",
-        """\
-def risk(X_fit, time, event, X_new):
-    return np.zeros(len(X_new))""",
-    ),
-    "linear_baseline": (
-        "from lifelines import CoxPHFitter",
-        """\
-def risk(X_fit, time, event, X_new, penalizer=0.1):
-    mean, std = X_fit.mean(), X_fit.std().replace(0, 1)
-    cox = CoxPHFitter(penalizer=penalizer)
-    cox.fit(((X_fit - mean) / std).assign(time=time.values, event=event.values), "time", "event")
-    return cox.predict_partial_hazard((X_new - mean) / std).to_numpy()""",
-    ),
-    "cox_light_penalty": (
-        "from lifelines import CoxPHFitter",
-        """\
-def risk(X_fit, time, event, X_new, penalizer=0.01):
-    mean, std = X_fit.mean(), X_fit.std().replace(0, 1)
-    cox = CoxPHFitter(penalizer=penalizer)
-    cox.fit(((X_fit - mean) / std).assign(time=time.values, event=event.values), "time", "event")
-    return cox.predict_partial_hazard((X_new - mean) / std).to_numpy()""",
-    ),
-    "single_feature": (
-        "",
-        """\
-def risk(X_fit, time, event, X_new):
-    scores = {c: concordance_index(time, -X_fit[c], event) for c in X_fit.columns}
-    best = max(scores, key=lambda c: abs(scores[c] - 0.5))
-    sign = 1.0 if scores[best] >= 0.5 else -1.0
-    return sign * X_new[best].to_numpy()""",
-    ),
-    "logistic_event": (
-        "from sklearn.linear_model import LogisticRegression\n"
-        "from sklearn.pipeline import make_pipeline\n"
-        "from sklearn.preprocessing import StandardScaler",
-        """\
-def risk(X_fit, time, event, X_new):
-    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-    model.fit(X_fit, event)
-    return model.predict_proba(X_new)[:, 1]""",
-    ),
-    "weibull_aft": (
-        "from lifelines import WeibullAFTFitter",
-        """\
-def risk(X_fit, time, event, X_new):
-    mean, std = X_fit.mean(), X_fit.std().replace(0, 1)
-    aft = WeibullAFTFitter(penalizer=0.01)
-    aft.fit(((X_fit - mean) / std).assign(time=time.values, event=event.values), "time", "event")
-    return -np.log(aft.predict_expectation((X_new - mean) / std).to_numpy())""",
-    ),
-    "random_forest_log_time": (
-        "from sklearn.ensemble import RandomForestRegressor",
-        """\
-def risk(X_fit, time, event, X_new):
-    model = RandomForestRegressor(n_estimators=300, min_samples_leaf=5, random_state=0)
-    model.fit(X_fit, np.log(time), sample_weight=np.where(event == 1, 1.0, 0.5))
-    return -model.predict(X_new)""",
-    ),
-    "gradient_boosting_event": (
-        "from sklearn.ensemble import HistGradientBoostingClassifier",
-        """\
-def risk(X_fit, time, event, X_new):
-    model = HistGradientBoostingClassifier(max_iter=100, learning_rate=0.05, random_state=0)
-    model.fit(X_fit, event)
-    return model.predict_proba(X_new)[:, 1]""",
-    ),
-    "knn_event": (
-        "from sklearn.neighbors import KNeighborsClassifier\n"
-        "from sklearn.pipeline import make_pipeline\n"
-        "from sklearn.preprocessing import StandardScaler",
-        """\
-def risk(X_fit, time, event, X_new):
-    model = make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=25))
-    model.fit(X_fit, event)
-    return model.predict_proba(X_new)[:, 1]""",
-    ),
-}
+#: the risk models (``solutions/risks/<name>.py``), in the order a leaderboard lists them
+RISKS = ("trivial", "linear_baseline", "cox_light_penalty", "single_feature", "logistic_event", "weibull_aft",
+         "random_forest_log_time", "gradient_boosting_event", "knn_event")
 
 
 def _survival_solutions(spec: TaskSpec, columns: dict[str, str]) -> dict[str, str]:
     if tuple(spec.target) != ("time", "event"):
         raise ValueError(f"task {spec.id}: survival targets must be ('time', 'event'), got {spec.target}")
     categorical = [c for c, k in columns.items() if k == "categorical" and c not in ("id", "time", "event")]
-    return {
-        name: _SURVIVAL.substitute(imports=imports, categorical=repr(categorical), risk=body)
-        for name, (imports, body) in _RISKS.items()
-    }
+    scripts = {}
+    for name in RISKS:
+        imports, body = part(f"risks/{name}")
+        scripts[name] = fill("survival", imports="\n" + imports, categorical=repr(categorical), risk=body)
+    return scripts

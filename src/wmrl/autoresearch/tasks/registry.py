@@ -27,8 +27,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from wmrl.autoresearch.tasks.folder import TaskFolderError, is_competition, is_task_folder, load_folder
-from wmrl.autoresearch.tasks.mlebench import DEFAULT_BUDGET_S, load_competition
+from wmrl.autoresearch.tasks.folder import is_task_folder, load_folder
+from wmrl.autoresearch.tasks.folder_checks import TaskFolderError
+from wmrl.autoresearch.tasks.mlebench import DEFAULT_BUDGET_S, is_competition, load_competition
 from wmrl.autoresearch.tasks.spec import TaskSpec
 
 log = logging.getLogger(__name__)

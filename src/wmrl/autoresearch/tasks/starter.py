@@ -24,6 +24,7 @@ MLE-bench-layout competitions). A task folder or competition may ship its own ``
 
 When none of this applies (no ``train.csv`` or ``test.csv``, no target found, a format it cannot fill) the starter
 copies the sample submission, and says why in its first line. ``wmrl tasks check`` runs it like any reference.
+The scripts are ``tasks/solutions/generic_starter.py`` and ``generic_copy.py`` (:mod:`wmrl.autoresearch.tasks.script_files`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
+
+from wmrl.autoresearch.tasks.script_files import fill
 
 MAX_CATEGORIES = 30  # a categorical column with more distinct values is left out (names, free text, ids)
 ROWS_READ = 200_000  # rows of train.csv read to choose columns and the kind
@@ -173,62 +175,6 @@ def _single_kind(y, grader_name: str | None, placeholder) -> str:
 
 
 # -- the script --------------------------------------------------------------------------------------------------
-_FIT = Template("""\
-import numpy as np
-import pandas as pd
-from sklearn.compose import ColumnTransformer
-from sklearn.impute import SimpleImputer
-from sklearn.linear_model import $estimator
-$score_import
-from sklearn.model_selection import train_test_split
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import OneHotEncoder, StandardScaler
-
-# A generic baseline that wmrl wrote from the public files (the task ships no starter.py).
-train = pd.read_csv("public/train.csv")
-test = pd.read_csv("public/test.csv")
-sample = pd.read_csv("public/sample_submission.csv")
-target = $target$dropna
-numeric = $numeric
-categorical = $categorical$dropped
-
-
-def features(frame):
-    return frame[numeric + categorical].astype({c: str for c in categorical})
-
-
-def predict(frame):
-    return $predict
-
-
-def write_submission(values):
-$write
-
-
-def finish(model):  # fit on the split, print the validation score, refit on all of train.csv, write the submission
-    model.fit(features(fit), fit[target])
-    print(f"VALIDATION_SCORE={$score:.6f}")
-    model.fit(features(train), train[target])
-    write_submission(predict(test))
-
-
-fit, val = train_test_split(train, test_size=0.2, random_state=0$stratify)
-preprocess = ColumnTransformer([
-    ("numeric", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numeric),
-    ("categorical", OneHotEncoder(handle_unknown="ignore"), categorical),
-])
-model = make_pipeline(preprocess, $model)
-finish(model)
-""")
-
-_COPY = """\
-import shutil
-
-# A generic baseline that wmrl wrote from the public files (the task ships no starter.py): {reason}, so it submits
-# the sample submission as it is. Replace it with a model.
-shutil.copy("public/sample_submission.csv", "submission.csv")
-"""
-
 _PREDICT = {
     "label": "model.predict(features(frame))",
     "probability": "model.predict_proba(features(frame))[:, 1]",
@@ -256,7 +202,7 @@ def generic_starter(public_dir: Path, id_column: str, prediction: Prediction) ->
     import pandas as pd
 
     if prediction.kind == "copy":
-        return _COPY.format(reason=prediction.reason)
+        return fill("generic_copy", reason=prediction.reason)
     train = pd.read_csv(public_dir / "train.csv", nrows=ROWS_READ)
     test = pd.read_csv(public_dir / "test.csv", nrows=ROWS_READ)
     sample_ids = pd.read_csv(public_dir / "sample_submission.csv", usecols=[id_column])[id_column]
@@ -265,9 +211,10 @@ def generic_starter(public_dir: Path, id_column: str, prediction: Prediction) ->
     categorical = [c for c in shared if c not in numeric and train[c].nunique() <= MAX_CATEGORIES]
     dropped = [c for c in shared if c not in numeric and c not in categorical]
     if not numeric and not categorical:
-        return _COPY.format(reason="train.csv and test.csv share no usable feature column")
+        return fill("generic_copy", reason="train.csv and test.csv share no usable feature column")
     if id_column not in test.columns and len(test) != len(sample_ids):
-        return _COPY.format(reason=f"test.csv has no {id_column!r} column and not one row per submission row")
+        return fill("generic_copy",
+                    reason=f"test.csv has no {id_column!r} column and not one row per submission row")
     kind = prediction.kind
     target = prediction.targets[0] if len(prediction.targets) == 1 else list(prediction.targets)
     if kind == "risk":
@@ -275,9 +222,11 @@ def generic_starter(public_dir: Path, id_column: str, prediction: Prediction) ->
     classify = kind in ("label", "probability", "class_probabilities")
     counts = train[target].value_counts() if classify else None
     score_import, score = _SCORES[kind]
-    return _FIT.substitute(
+    predictions, columns = _submission(id_column, prediction, id_column in test.columns)
+    return fill(
+        "generic_starter",
         estimator="LogisticRegression" if classify else "Ridge",
-        score_import=score_import,
+        score_import="\n" + score_import,
         dropna=f"\ntrain = train.dropna(subset={list(prediction.targets)!r})"
         if train[list(prediction.targets)].isna().any().any() else "",
         target=json.dumps(target),
@@ -285,7 +234,9 @@ def generic_starter(public_dir: Path, id_column: str, prediction: Prediction) ->
         categorical=_listed(categorical),
         dropped=f"  # left out, too many distinct values: {', '.join(dropped[:8])}" if dropped else "",
         predict=_PREDICT[kind],
-        write=_write(id_column, prediction, id_column in test.columns),
+        predictions=predictions,
+        key=json.dumps(id_column),
+        columns=columns,
         stratify=", stratify=train[target]" if classify and counts is not None and counts.min() >= 2 else "",
         model="LogisticRegression(max_iter=1000)" if classify else "Ridge(alpha=1.0)",
         score=score,
@@ -307,18 +258,17 @@ def _listed(names: list[str]) -> str:
     return "\n".join([*lines, line.rstrip(", ") + "]"])
 
 
-def _write(id_column: str, prediction: Prediction, test_has_ids: bool) -> str:
-    """The body of ``write_submission``: the sample's rows, in its order, with the predictions by id."""
+def _submission(id_column: str, prediction: Prediction, test_has_ids: bool) -> tuple[str, str]:
+    """What ``write_submission`` builds: the ``predictions`` frame (with the ids) and the columns it keeps, to
+    merge into the sample's rows by id so that they keep its order."""
     key = json.dumps(id_column)
     ids = f"test[{key}]" if test_has_ids else f"sample[{key}]"
     if prediction.kind == "class_probabilities":
-        build = (f"    predictions = pd.DataFrame(values, columns=[str(c) for c in model.classes_])\n"
-                 f"    predictions.insert(0, {key}, {ids}.to_numpy())\n")
+        build = (f"pd.DataFrame(values, columns=[str(c) for c in model.classes_])\n"
+                 f"    predictions.insert(0, {key}, {ids}.to_numpy())")
     elif len(prediction.columns) > 1:
-        build = (f"    predictions = pd.DataFrame(values, columns={json.dumps(list(prediction.columns))})\n"
-                 f"    predictions.insert(0, {key}, {ids}.to_numpy())\n")
+        build = (f"pd.DataFrame(values, columns={json.dumps(list(prediction.columns))})\n"
+                 f"    predictions.insert(0, {key}, {ids}.to_numpy())")
     else:
-        build = f"    predictions = pd.DataFrame({{{key}: {ids}, {json.dumps(prediction.columns[0])}: values}})\n"
-    columns = json.dumps([id_column, *prediction.columns])
-    return (build + f"    sample[[{key}]].merge(predictions[{columns}], on={key}, how=\"left\")"
-            f".to_csv(\"submission.csv\", index=False)")
+        build = f"pd.DataFrame({{{key}: {ids}, {json.dumps(prediction.columns[0])}: values}})"
+    return build, json.dumps([id_column, *prediction.columns])

@@ -163,7 +163,7 @@ class TaskSuite:
         return built
 
     def _get_folder(self, spec: TaskSpec, root: Path, rebuild: bool) -> BuiltTask:
-        from wmrl.autoresearch.tasks.folder import materialise_folder, verify_folder
+        from wmrl.autoresearch.tasks.folder_task import materialise_folder, verify_folder
 
         with self._build_lock(spec.id):
             sha = None
@@ -231,12 +231,12 @@ class TaskSuite:
 
 
 def load_built(spec: TaskSpec, root: Path, data_sha256: dict[str, str], leaderboard: dict[str, float]) -> BuiltTask:
-    """The verified task at ``root``: a :class:`~wmrl.autoresearch.tasks.folder.FolderTask` for a folder task (its data stay in
+    """The verified task at ``root``: a :class:`~wmrl.autoresearch.tasks.folder_task.FolderTask` for a folder task (its data stay in
     the folder), else a :class:`~wmrl.autoresearch.tasks.build.BuiltTask`."""
     card = json.loads((root / "task.json").read_text())
     labels = tuple(card["labels"]) if card.get("labels") is not None else None
     if spec.folder is not None:
-        from wmrl.autoresearch.tasks.folder import FolderTask
+        from wmrl.autoresearch.tasks.folder_task import FolderTask
 
         return FolderTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))
     return BuiltTask(spec, root, data_sha256, dict(card["columns"]), labels, dict(leaderboard))
