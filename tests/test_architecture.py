@@ -32,7 +32,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "autoresearch.environments": ("wmrl.autoresearch.environments",),
     "autoresearch.training": ("wmrl.autoresearch",),
     "vla.parts": ("wmrl.vla",),
-    "vla.training": ("wmrl.vla.grpo", "wmrl.vla.data"),
+    "vla.training": ("wmrl.vla.grpo", "wmrl.vla.settings", "wmrl.vla.data"),
     "application": ("wmrl.cli", "wmrl.report", "wmrl.testing"),
 }
 #: part -> the other parts it may import

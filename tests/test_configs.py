@@ -317,3 +317,20 @@ def test_the_cpu_engine_overlay_replaces_the_paper_overlays_gpu_settings(tmp_pat
     assert settings.dtype == "float32"
     (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
     assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.model_name == "policy"
+
+
+def test_the_old_policy_type_form_is_refused_naming_the_key_and_the_new_form(tmp_path, monkeypatch, capsys):
+    """``policy: {type: act, ...}`` (before policies were chosen by ``class_path``) fails with the new form written out."""
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "configs/vla/pusht_quickstart.yaml").read_text()
+    new = ("    policy:\n      class_path: wmrl.vla.policy.ACTChunkPolicy\n"
+           "      init_args: {chunk_size: 4, n_action_steps: 2, dim_model: 64, n_heads: 4, dim_feedforward: 128,\n"
+           "                  n_encoder_layers: 1, n_decoder_layers: 1, pretrained_path: null}\n")
+    assert new in text
+    old = tmp_path / "old.yaml"
+    old.write_text(text.replace(new, "    policy: {type: act, chunk_size: 4, n_action_steps: 2}\n"))
+    with pytest.raises(Exception) as error:  # noqa: B017 - jsonargparse may wrap our ValueError
+        lightning_cli(["-c", str(old)], run=False)
+    said = str(error.value) + capsys.readouterr().err
+    assert "model.init_args.policy: `type: act` is the old form" in said
+    assert "policy: {class_path: wmrl.vla.policy.ACTChunkPolicy, init_args: {chunk_size: 4, n_action_steps: 2}}" in said

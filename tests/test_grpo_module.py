@@ -122,14 +122,16 @@ def test_micro_batches_run_one_prompt_each_and_leave_the_update_unchanged(monkey
     """Groups of one task share a micro-batch (its prompt then runs once), whatever their order in the step."""
     seen: list[list[int]] = []
     batches = []
-    original = GRPOModule._micro_batch_loss
+    import wmrl.autoresearch.grpo as grpo
 
-    def recording(self, batch, rows, *args):
+    original = grpo.micro_batch_loss
+
+    def recording(policy, frozen, batch, rows, *args):
         seen.append(list(rows))
         batches.append(batch)
-        return original(self, batch, rows, *args)
+        return original(policy, frozen, batch, rows, *args)
 
-    monkeypatch.setattr(GRPOModule, "_micro_batch_loss", recording)
+    monkeypatch.setattr(grpo, "micro_batch_loss", recording)
     # plain SGD: the step is the gradient itself (Adam's first step is about lr * sign(g), which turns float noise
     # in a near-zero gradient into a full step)
     monkeypatch.setattr(GRPOModule, "configure_optimizers",
@@ -188,7 +190,7 @@ def test_heldout_samples_are_written_per_evaluation_for_confidence_intervals(tmp
     from lightning.pytorch.loggers import CSVLogger
 
     from wmrl.autoresearch.data import AutoResearchDataModule
-    from wmrl.autoresearch.grpo import EVAL_FILE
+    from wmrl.evaluation.heldout import EVAL_FILE
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)
     tasks = ["smoke_iris", "smoke_diabetes"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wmrl.algorithms.stats import bootstrap_mean, describe_gain, paired_gain
-from wmrl.autoresearch.grpo import held_out_report
+from wmrl.evaluation.report import held_out_report
 
 
 def _runs(gain: float, noise: float, tasks: int = 4, samples: int = 6, seed: int = 0):

@@ -103,7 +103,7 @@ def test_a_data_class_is_found_by_its_short_name():
 
 
 def test_an_evaluation_where_no_sample_is_valid_advises_a_foothold_not_a_learning_rate():
-    from wmrl.autoresearch.grpo import NO_VALID_ADVICE, held_out_report
+    from wmrl.evaluation.report import NO_VALID_ADVICE, held_out_report
 
     nothing = {"score": 0.0, "mean_position": 0.0, "valid_rate": 0.0, "best_of_k": 0.0}
     report = held_out_report([("start", nothing), ("step 3", nothing)], [{"a": [0.0, 0.0]}, {"a": [0.0, 0.0]}])

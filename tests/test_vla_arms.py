@@ -42,7 +42,7 @@ def test_every_arm_instantiates_with_its_callbacks_and_shares_the_start(preset, 
     assert [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)] == EXPECTED[arm]
     (warm_start,) = [c for c in cli.trainer.callbacks if type(c).__name__ == "BehaviourCloningWarmStart"]
     model, data = cli.model, cli.datamodule
-    assert model.settings.type == ("smolvla" if preset == "smolvla" else "act")
+    assert type(model.policy).__name__ == ("SmolVLAChunkPolicy" if preset == "smolvla" else "ACTChunkPolicy")
     assert model.hparams.eval_at_start and model.hparams.group_size == data.group_size
     assert str(cli.trainer.default_root_dir) == str(tmp_path / arm)
     shared = (warm_start.steps, model.hparams.lr, model.hparams.exploration_std, model.hparams.seed,

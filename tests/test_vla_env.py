@@ -114,7 +114,7 @@ class SquashedWorldModel:
 
 
 class LinearChunkPolicy(torch.nn.Module):
-    chunk_size, n_action_steps, gaussian = 4, 4, True
+    chunk_size, n_action_steps = 4, 4
 
     def __init__(self) -> None:
         super().__init__()
@@ -129,6 +129,11 @@ class LinearChunkPolicy(torch.nn.Module):
         from wmrl.algorithms.gaussian import chunk_nll
 
         return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)
+
+    def rl_loss(self, obs, chunk, std, reference):
+        from wmrl.algorithms.gaussian import gaussian_rl_loss
+
+        return gaussian_rl_loss(self.mean_chunk, obs, chunk, std, None if reference is None else reference.mean_chunk)
 
     def bc_loss(self, obs, chunk, is_pad):
         raise AssertionError("this test starts from the given policy: no behaviour cloning")

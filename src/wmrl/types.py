@@ -469,14 +469,14 @@ class ChunkPolicy(Protocol):
     """A VLA policy (``model.init_args.policy_instance``, or the LeRobot one built from ``model.init_args.policy``):
     an ``nn.Module`` predicting action chunks ``[B, H, 2]`` in the normalised action space.
 
-    ``gaussian``: True for a Gaussian policy around ``mean_chunk`` (ACT): the module computes the per-sample NLL
-    from the differentiable mean and has a closed-form KL to the reference; False for a policy that gives its own
-    per-sample loss and has no KL term (SmolVLA's flow matching). ``bc_loss`` is the supervised loss of
-    behaviour cloning; ``per_sample_loss`` ``[B]`` the loss the GRPO advantage weights."""
+    Each policy owns its losses: ``rl_loss(obs, chunk, std, reference)`` gives the per-sample loss ``[B]`` that the
+    GRPO advantage weights and the KL to ``reference`` (the frozen SFT policy; ``None``: no KL term, 0). A Gaussian
+    policy around ``mean_chunk`` (ACT) gives its NLL and the closed-form Gaussian KL from one forward pass
+    (:func:`wmrl.algorithms.gaussian.gaussian_rl_loss`); a flow-matching policy (SmolVLA) its flow-matching loss and
+    no KL. ``per_sample_loss`` is that per-sample loss alone; ``bc_loss`` the supervised loss of behaviour cloning."""
 
     chunk_size: int
     n_action_steps: int
-    gaussian: bool
 
     def parameters(self, recurse: bool = True) -> Any: ...
 
@@ -484,17 +484,26 @@ class ChunkPolicy(Protocol):
 
     def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor: ...
 
+    def rl_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float,
+                reference: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
+
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor: ...
 
 
 @runtime_checkable
 class ClonesBehaviour(Protocol):
-    """A module with an SFT stage (:class:`~wmrl.vla.grpo.VLAGRPOModule`), run by
-    :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` on the successful demonstrations; returns the last loss."""
+    """A module whose policy (``policy_to_clone()``, a :class:`ChunkPolicy`)
+    :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` clones its ``demonstrations()`` into
+    (:class:`~wmrl.vla.grpo.VLAGRPOModule`): the batches drawn in an order seeded by ``seed``, the steps
+    taken counted in ``cloned_steps``. (A method, not a ``policy`` attribute: a torch submodule is invisible to the
+    static lookup ``isinstance`` does on Python 3.12.)"""
+
+    seed: int
+    cloned_steps: int
 
     def demonstrations(self) -> list[Any]: ...
 
-    def behaviour_cloning(self, demonstrations: list[Any], steps: int, batch_size: int, lr: float) -> float: ...
+    def policy_to_clone(self) -> Any: ...
 
 
 # -- the AutoResearch domain's policy and generation ---------------------------------------------------------

@@ -9,7 +9,8 @@ from docstring_parser import parse
 
 CONFIGURABLE = ["wmrl.vla.grpo:VLAGRPOModule", "wmrl.vla.data.lerobot:LeRobotVLADataModule",
                 "wmrl.vla.simulator:PushTSimulator", "wmrl.vla.progress_world_model:ProgressWorldModel",
-                "wmrl.vla.policy:PolicySettings", "wmrl.vla.warm_start:BehaviourCloningWarmStart"]
+                "wmrl.vla.policy:ACTChunkPolicy", "wmrl.vla.policy:SmolVLAChunkPolicy",
+                "wmrl.vla.warm_start:BehaviourCloningWarmStart"]
 
 
 @pytest.mark.parametrize("target", CONFIGURABLE)

@@ -23,7 +23,9 @@ def test_libero_config_fails_with_an_error_naming_the_missing_package(tmp_path, 
     cli = lightning_cli(["-c", str(ROOT / "configs/vla/pusht_gpu.yaml"), "-c", str(ROOT / "configs/vla/libero_gpu.yaml"),
                          "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"], run=False)
     assert isinstance(cli.model.simulator, LiberoSimulator) and cli.model.simulator.suite == "libero_10"
-    assert cli.model.settings.type == "smolvla"
+    policy = cli.model.policy  # the overlay's class_path replaces the base's ACT
+    assert type(policy).__name__ == "SmolVLAChunkPolicy" and policy.settings.chunk_size == 50
+    assert policy.settings.vlm_model_name == "/models/SmolVLM2-500M-Video-Instruct"
     with pytest.raises(MissingVLADependency, match=r"hf-libero.*lerobot\[libero\]==0.6.1"):
         cli.datamodule.prepare_data()  # the first thing a fit does: record demonstrations in the simulator
     assert not (tmp_path / "demos" / "meta" / "info.json").exists()

@@ -16,7 +16,7 @@ pytestmark = [
                        reason="needs transformers: pip install 'lerobot[smolvla]==0.6.1' into .venv312"),
 ]
 
-TINY = {"type": "smolvla", "chunk_size": 4, "n_action_steps": 2, "dim_model": 32, "n_heads": 4,
+TINY = {"chunk_size": 4, "n_action_steps": 2, "dim_model": 32, "n_heads": 4,
         "dim_feedforward": 64, "n_encoder_layers": 2, "image_size": 32, "num_steps": 2}
 
 
@@ -30,16 +30,16 @@ def observations(count: int, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def policy():
-    from wmrl.vla.policy import PolicySettings, build_policy
+    from wmrl.vla.policy import SmolVLAChunkPolicy
 
     torch.manual_seed(0)
-    return build_policy(PolicySettings(**TINY))
+    return SmolVLAChunkPolicy(**TINY).build()
 
 
 def test_tiny_smolvla_is_built_locally_and_samples_action_chunks(policy):
     from wmrl.types import ChunkPolicy
 
-    assert type(policy.policy).__name__ == "SmolVLAPolicy" and not policy.gaussian
+    assert type(policy.policy).__name__ == "SmolVLAPolicy"
     assert isinstance(policy, ChunkPolicy) and type(policy).__name__ == "SmolVLAChunkPolicy"
     assert (policy.chunk_size, policy.n_action_steps) == (4, 2)
     batch = policy.smolvla_batch(observations(3))
@@ -91,29 +91,31 @@ def test_a_positive_advantage_lowers_that_samples_loss(policy):
 def test_vlm_weights_load_from_a_local_checkpoint_directory(tmp_path):
     from safetensors.torch import load_file
 
-    from wmrl.vla.policy import PolicySettings, build_policy
+    from wmrl.vla.policy import SmolVLAChunkPolicy
     from wmrl.vla.smolvlm import write_tiny_smolvlm
 
     checkpoint = write_tiny_smolvlm(tmp_path / "smolvlm", hidden_size=32, intermediate_size=64, num_layers=2,
                                     num_heads=4, weights=True, seed=7)
     saved = load_file(str(checkpoint / "model.safetensors"))
-    policy = build_policy(PolicySettings(**{**TINY, "vlm_model_name": str(checkpoint)}))
+    policy = SmolVLAChunkPolicy(**{**TINY, "vlm_model_name": str(checkpoint)}).build()
     vlm = policy.policy.model.vlm_with_expert.vlm.state_dict()
     name = next(n for n in saved if "embed_tokens" in n)
     loaded = next(v for n, v in vlm.items() if n.endswith("embed_tokens.weight"))
     torch.testing.assert_close(loaded.float(), saved[name].float(), rtol=0, atol=1e-2)  # bfloat16 load
     with pytest.raises(FileNotFoundError, match="vlm_model_name .* is not a local directory .*never downloads"):
-        build_policy(PolicySettings(**{**TINY, "vlm_model_name": "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"}))
+        SmolVLAChunkPolicy(**{**TINY, "vlm_model_name": "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"}).build()
 
 
 def test_smolvla_configuration_errors_name_the_key():
     from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import PolicySettings
+    from wmrl.vla.policy import SmolVLAChunkPolicy
 
-    with pytest.raises(ValueError, match=r"model.init_args.kl_coef must be 0 for model.init_args.policy.type smolvla"):
-        VLAGRPOModule(policy=PolicySettings(**TINY), kl_coef=0.04)
-    with pytest.raises(ValueError, match=r"model.init_args.policy.image_size must be a positive multiple of 16"):
-        VLAGRPOModule(policy=PolicySettings(**{**TINY, "image_size": 20}), kl_coef=0.0)
+    with pytest.raises(ValueError, match=r"model.init_args.kl_coef must be 0 for model.init_args.policy "
+                                         r"SmolVLAChunkPolicy"):
+        VLAGRPOModule(policy=SmolVLAChunkPolicy(**TINY), kl_coef=0.04)
+    with pytest.raises(ValueError, match=r"model.init_args.policy.init_args.image_size must be a positive multiple "
+                                         r"of 16"):
+        VLAGRPOModule(policy=SmolVLAChunkPolicy(**{**TINY, "image_size": 20}), kl_coef=0.0)
 
 
 def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
@@ -131,5 +133,5 @@ def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_pa
     assert {"heldout/success", "anchor/real_success", "debias/pairs", "sft/loss"} <= {
         k for row in rows for k, v in row.items() if v != ""}
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    assert checkpoint["hyper_parameters"]["policy"]["type"] == "smolvla"
+    assert checkpoint["hyper_parameters"]["policy"]["class_path"] == "wmrl.vla.policy.SmolVLAChunkPolicy"
     assert any("lm_expert" in name for name in checkpoint["state_dict"])

@@ -62,12 +62,12 @@ def test_simulator_shaped_reward_is_a_perfect_progress_models_and_success_stays_
 
 def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_the_chunk_closer():
     from wmrl.types import ChunkPolicy
-    from wmrl.vla.policy import PolicySettings, build_policy, observation_batch
+    from wmrl.vla.policy import ACTChunkPolicy, observation_batch
 
     torch.manual_seed(0)
-    policy = build_policy(PolicySettings(chunk_size=4, n_action_steps=2))
+    policy = ACTChunkPolicy(chunk_size=4, n_action_steps=2).build()
     assert type(policy.policy).__name__ == "ACTPolicy"
-    assert isinstance(policy, ChunkPolicy) and type(policy).__name__ == "ACTChunkPolicy" and policy.gaussian
+    assert isinstance(policy, ChunkPolicy) and type(policy).__name__ == "ACTChunkPolicy"
     obs = observation_batch(torch.rand(6, 2) * 512, torch.rand(6, 16) * 512)
     with torch.no_grad():
         mean = policy.mean_chunk(obs)
@@ -154,12 +154,12 @@ def test_noisy_held_out_episodes_are_reproducible_and_leave_the_noise_free_ones_
     """``eval_noisy_episodes`` adds the Gaussian policy's success per state, from its own seeded generator: two
     evaluations agree, and the noise-free episodes are those of an evaluation without it."""
     from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import PolicySettings, build_policy
+    from wmrl.vla.policy import ACTChunkPolicy
     from wmrl.vla.simulator import PushTSimulator
 
     torch.manual_seed(0)
     simulator = PushTSimulator(max_episode_steps=15, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
-    module = VLAGRPOModule(simulator=simulator, policy_instance=build_policy(PolicySettings(chunk_size=4, n_action_steps=2)),
+    module = VLAGRPOModule(simulator=simulator, policy_instance=ACTChunkPolicy(chunk_size=4, n_action_steps=2).build(),
                            exploration_std=0.3, eval_noisy_episodes=2)
     tasks = [f"pusht-seed-{s}" for s in range(3)]
     first, second = module.evaluate_episodes(tasks, noisy=2), module.evaluate_episodes(tasks, noisy=2)

@@ -22,7 +22,7 @@ def build(run_dir, demos_root):
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
     from wmrl.vla.data.lerobot import LeRobotVLADataModule
     from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import PolicySettings
+    from wmrl.vla.policy import ACTChunkPolicy
     from wmrl.vla.progress_world_model import ProgressWorldModel
     from wmrl.vla.simulator import PushTSimulator
     from wmrl.vla.warm_start import BehaviourCloningWarmStart
@@ -34,7 +34,7 @@ def build(run_dir, demos_root):
                  OnlineDebiasing(min_pairs=4, refit_every=2), InverseVarianceDenoising(warmup=1)]
     module = VLAGRPOModule(
         simulator=PushTSimulator(**SIMULATOR),
-        policy=PolicySettings(chunk_size=4, n_action_steps=2, dim_model=32, n_heads=2, dim_feedforward=64),
+        policy=ACTChunkPolicy(chunk_size=4, n_action_steps=2, dim_model=32, n_heads=2, dim_feedforward=64),
         group_size=2, exploration_std=0.1, lr=1e-3, kl_coef=0.04,
         eval_at_start=False, torch_threads=1, seed=0,
     )

@@ -29,20 +29,20 @@ class PolicyAtTrainStart(pl.Callback):
 
 
 def untrained_policy():
-    from wmrl.vla.policy import PolicySettings, build_policy
+    from wmrl.vla.policy import ACTChunkPolicy
 
     torch.manual_seed(0)
-    return build_policy(PolicySettings(**POLICY))
+    return ACTChunkPolicy(**POLICY).build()
 
 
 def fit(run_dir, demos_root, warm_start, policy_instance, max_steps=1, ckpt_path=None):
     from wmrl.vla.data.lerobot import LeRobotVLADataModule
     from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import PolicySettings
+    from wmrl.vla.policy import ACTChunkPolicy
     from wmrl.vla.simulator import PushTSimulator
 
     pl.seed_everything(0)
-    module = VLAGRPOModule(simulator=PushTSimulator(**SIMULATOR), policy=PolicySettings(**POLICY), group_size=2,
+    module = VLAGRPOModule(simulator=PushTSimulator(**SIMULATOR), policy=ACTChunkPolicy(**POLICY), group_size=2,
                            exploration_std=0.1, lr=1e-3, kl_coef=0.04, eval_at_start=False, torch_threads=1, seed=0,
                            policy_instance=policy_instance)
     data = LeRobotVLADataModule(root=str(demos_root), simulator=PushTSimulator(**SIMULATOR), demonstrations=6,

@@ -17,6 +17,9 @@ log-density are dropped (they carry no gradient). Shapes: chunks and means ``[B,
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import torch
 from torch import Tensor
 
 
@@ -33,3 +36,17 @@ def policy_gradient_loss(advantage: Tensor, nll: Tensor) -> Tensor:
 def gaussian_kl(mean: Tensor, reference: Tensor, std: float) -> Tensor:
     """``KL(N(mean, std^2) || N(reference, std^2))`` per action dimension, averaged over the batch."""
     return ((mean - reference) ** 2).mean() / (2 * std**2)
+
+
+def gaussian_rl_loss(mean_chunk: Callable[[dict], Tensor], obs: dict, chunk: Tensor, std: float,
+                     reference: Callable[[dict], Tensor] | None) -> tuple[Tensor, Tensor]:
+    """A Gaussian chunk policy's GRPO losses from one forward pass of its ``mean_chunk``: the per-sample NLL ``[B]``
+    of the executed prefix ``chunk`` ``[B, K, D]`` and the KL to the ``reference`` policy's mean (no gradient; 0
+    without a reference)."""
+    mean = mean_chunk(obs)[:, : chunk.shape[1]]  # executed actions only
+    nll = chunk_nll(chunk, mean, std)
+    if reference is None:
+        return nll, torch.zeros((), device=chunk.device)
+    with torch.no_grad():
+        target = reference(obs)[:, : chunk.shape[1]]
+    return nll, gaussian_kl(mean, target, std)

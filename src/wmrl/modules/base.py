@@ -7,8 +7,9 @@ A subclass implements the domain: :meth:`rollout` (play a plan in its environmen
 optimizer step on the batch), :meth:`rollout_metrics`, and optionally :meth:`after_step` (progress-bar values,
 a training curve). The skeleton owns what must not differ between them: the hook order, the timing
 (``time/*``, reset before the plan hook so a routing callback's :meth:`add_time` counts), the rollout seed with
-its rank term (every DDP rank plays different noise; :func:`rollout_seed`), and the missing-reward check (a
-step where every rollout is missing says so; two in a row stop training).
+its rank term (every DDP rank plays different noise; :func:`rollout_seed`), the missing-reward check (a
+step where every rollout is missing says so; two in a row stop training), and the record of its held-out
+evaluations (:class:`~wmrl.evaluation.heldout.HeldOutLog`: ``heldout.jsonl``, the end-of-fit report).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,13 +26,18 @@ import torch
 
 from wmrl.algorithms.grpo import group_advantages
 from wmrl.callbacks.base import claim_saved_states, dispatch
+from wmrl.evaluation.heldout import EVAL_FILE, HeldOutLog, Report
+from wmrl.evaluation.report import held_out_report
 from wmrl.types import RolloutBatch, RolloutPlan
 
 log = logging.getLogger(__name__)
 
-#: under the run dir (``trainer.default_root_dir``): the held-out samples (LLM) or episodes (VLA), one line
-#: per evaluation
-EVAL_FILE = "heldout.jsonl"
+__all__ = ["EVAL_FILE", "RLModule", "rollout_seed"]
+
+# Lightning warns at every checkpoint of a manually optimised module that the state saved is the one after the
+# optimizer step. That is the state wmrl means to save (a resumed run continues from it, exactly), so the
+# 15-line warning per checkpoint says nothing here.
+warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 
 RANK_STRIDE = 100_003  # a prime: rank r's seeds never meet rank r+1's within 100k steps
 
@@ -46,11 +53,16 @@ def rollout_seed(seed: int, step: int, rank: int) -> int:
 
 class RLModule(pl.LightningModule):
     """The shared training step (see the module docstring). Subclasses set ``self.environments`` (``"real"``
-    first) and ``self.hparams.group_size`` / ``seed`` before training."""
+    first) and ``self.hparams.group_size`` / ``seed`` before training.
 
-    def __init__(self) -> None:
+    Args:
+        report: the end-of-fit text of the held-out evaluations (the LLM module's paired report by default).
+    """
+
+    def __init__(self, report: Report = held_out_report) -> None:
         super().__init__()
         self.automatic_optimization = False
+        self.heldout = HeldOutLog(report)
         self.environments: dict[str, Any] = {}
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
@@ -70,7 +82,23 @@ class RLModule(pl.LightningModule):
     def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
         """After the metrics are logged (``step`` counts from 1): progress-bar values, training curves."""
 
+    def fit_reports(self) -> list[str]:
+        """What the end of a fit prints, in order (empty texts are skipped): the held-out report by default."""
+        return [self.heldout.report()]
+
     # -- what every domain shares ----------------------------------------------------------------------
+    @property
+    def eval_history(self) -> list[tuple[str, Any]]:
+        """``(when, summary)`` per held-out evaluation (what the progress callback prints as they come)."""
+        return self.heldout.history
+
+    def on_fit_end(self) -> None:
+        if not self.trainer.is_global_zero:
+            return
+        for text in self.fit_reports():
+            if text:
+                print(text)
+
     def save_settings(self, settings: dict[str, Any], ignore: Sequence[str] = ()) -> None:
         """Save the constructor's arguments as hyperparameters that a checkpoint holds and LightningCLI reads back.
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from wmrl.algorithms.gaussian import chunk_nll
+from wmrl.algorithms.gaussian import chunk_nll, gaussian_rl_loss
 from wmrl.types import Outcome, Source, Status
 from wmrl.vla.episode import Episode
 
@@ -117,7 +117,6 @@ class LinearGaussianPolicy(nn.Module):
 
     chunk_size = 1
     n_action_steps = 1
-    gaussian = True  # the module's loss and KL are those of N(mean_chunk, std^2)
 
     def __init__(self) -> None:
         super().__init__()
@@ -134,6 +133,11 @@ class LinearGaussianPolicy(nn.Module):
     def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor:
         """``[B]`` the Gaussian NLL of the executed ``chunk`` (what the module computes from ``mean_chunk``)."""
         return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)
+
+    def rl_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float,
+                reference: LinearGaussianPolicy | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The losses of ``N(mean_chunk, std^2)``: its NLL and the KL to ``reference``."""
+        return gaussian_rl_loss(self.mean_chunk, obs, chunk, std, None if reference is None else reference.mean_chunk)
 
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
         """Behaviour cloning: the L1 distance of the mean action to the demonstrated one (ACT's loss), padding masked."""

@@ -14,15 +14,17 @@ The callbacks are the AutoResearch ones, unchanged: they see the same typed ``Ro
 (``input_ids`` and the other token fields are ``[N, 0]``: an embodied rollout has no tokens; each trajectory is an
 :class:`~wmrl.vla.episode.EpisodeTrajectory` carrying its episode).
 
-The policy is Gaussian around the LeRobot policy's action chunk (``exploration_std`` in the normalised action
-space); the per-sample loss is its negative log-likelihood (:mod:`wmrl.vla.policy`), so the advantage-weighted
-loss is the GRPO policy gradient with one update per rollout batch (PPO ratio 1, clipping never binds), and
-the KL to the frozen reference is the exact Gaussian KL ``mean((mu - mu_ref)^2) / (2 std^2)``.
+The policy owns its losses (``ChunkPolicy.rl_loss``): ACT is Gaussian around the LeRobot policy's action chunk
+(``exploration_std`` in the normalised action space) and gives its negative log-likelihood (:mod:`wmrl.vla.policy`),
+so the advantage-weighted loss is the GRPO policy gradient with one update per rollout batch (PPO ratio 1,
+clipping never binds), and the exact Gaussian KL ``mean((mu - mu_ref)^2) / (2 std^2)`` to the frozen reference;
+SmolVLA gives its flow-matching loss and no KL.
 
-The paper's SFT stage is its own step: the :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` callback
-clones the successful demonstrations (:meth:`VLAGRPOModule.behaviour_cloning`) at fit start, before this
-module's ``on_fit_start`` takes the KL reference; without it the policy starts as given (``policy_instance`` or
-``policy.pretrained_path``).
+The paper's SFT stage is its own step, and lives only there: the
+:class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` callback clones the successful demonstrations into the
+policy at fit start, before this module's ``on_fit_start`` takes the KL reference; without it the policy starts
+as given (``policy_instance`` or ``policy.pretrained_path``). Held-out evaluations are kept by the shared
+:class:`~wmrl.evaluation.heldout.HeldOutLog` (``heldout.jsonl``, the end-of-fit report).
 
 Differences from the paper's VLA transfer (MiniVLA-1B on LIBERO-Long, 520 steps, lr 1e-5): a small state-based
 ACT on PushT (near-goal initial states on CPU) behaviour-cloned on scripted demonstrations, and a small learned
@@ -32,58 +34,29 @@ progress model as the world model.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import json
 import math
 import time
-import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_info
 
-from wmrl.algorithms.gaussian import chunk_nll, gaussian_kl, policy_gradient_loss
-from wmrl.modules.base import EVAL_FILE, RLModule
+from wmrl.algorithms.gaussian import policy_gradient_loss
+from wmrl.evaluation.report import success_report
+from wmrl.modules.base import RLModule
+from wmrl.rollout.batch import TokenRows, rollout_batch
 from wmrl.types import (
     ChunkPolicy,
     DemonstrationData,
     LearnsFromDemonstrations,
     RolloutBatch,
     RolloutPlan,
-    Simulator,
-    Source,
-    missing_members,
 )
 from wmrl.vla.episode import Episode, EpisodeTrajectory, episode_turn, seed_of
-from wmrl.vla.policy import PolicySettings, build_policy, observation_batch, to_pixels
-from wmrl.vla.reward_model import normalise
-
-EVAL_NOISE_SEED = 10_000_019  # the noisy held-out episodes' generator: seed + this, beyond any step's or rank's seed
-
-# As in wmrl.autoresearch.grpo: the state saved after the optimizer step is the one wmrl means to save.
-warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-
-
-class PolicyController:
-    """Drives the simulator with the policy: its action chunk plus Gaussian exploration noise."""
-
-    def __init__(self, policy: ChunkPolicy, std: float, generator: torch.Generator | None) -> None:
-        self.policy, self.std, self.generator = policy, std, generator
-
-    def reset(self, count: int) -> None:
-        pass
-
-    @torch.no_grad()
-    def __call__(self, agent, env_state, block_pose, rows):
-        device = next(self.policy.parameters()).device
-        obs = observation_batch(torch.as_tensor(agent), torch.as_tensor(env_state))
-        mean = self.policy.mean_chunk({k: v.to(device) for k, v in obs.items()}).float().cpu()
-        chunk = mean
-        if self.generator is not None and self.std > 0:  # noise drawn on the CPU: the same rollouts on any device
-            chunk = mean + self.std * torch.randn(mean.shape, generator=self.generator)
-        return to_pixels(chunk).clamp(0.0, 512.0).numpy(), chunk.numpy()
+from wmrl.vla.play import PolicyController, held_out_episodes
+from wmrl.vla.policy import ACTChunkPolicy, LeRobotChunkPolicy, observation_batch
+from wmrl.vla.settings import validate
 
 
 class VLAGRPOModule(RLModule):
@@ -92,7 +65,8 @@ class VLAGRPOModule(RLModule):
     Args:
         simulator: the real environment (:class:`~wmrl.vla.simulator.PushTSimulator`); must match
             ``data.init_args.simulator`` (the demonstrations' initial states and success threshold).
-        policy: which LeRobot policy and its size (:class:`~wmrl.vla.policy.PolicySettings`).
+        policy: which LeRobot policy and its size, by ``class_path``: :class:`~wmrl.vla.policy.ACTChunkPolicy`
+            (``null``: its defaults) or :class:`~wmrl.vla.policy.SmolVLAChunkPolicy` with their ``init_args``.
         group_size: rollouts per initial state per step (linked from ``data.group_size``; paper 8).
         exploration_std: std of the Gaussian exploration noise on normalised actions (1.0 = 256 pixels).
         lr: AdamW learning rate of the RL update.
@@ -113,7 +87,7 @@ class VLAGRPOModule(RLModule):
     def __init__(
         self,
         simulator: Any = None,
-        policy: PolicySettings = PolicySettings(),  # noqa: B008 - frozen, immutable default
+        policy: LeRobotChunkPolicy | dict | None = None,  # a dict: the old `type:` form, refused by name
         group_size: int = 4,
         exploration_std: float = 0.1,
         lr: float = 1e-4,
@@ -125,57 +99,40 @@ class VLAGRPOModule(RLModule):
         seed: int = 0,
         policy_instance: Any = None,
     ) -> None:
-        super().__init__()
-        key = "model.init_args."
-        problems = policy.problems(f"{key}policy")
-        checks = [
-            (group_size >= 2, f"{key}group_size must be >= 2 for group-relative advantages (got {group_size}); it "
-                              "is linked from data.group_size: set that"),
-            (exploration_std > 0, f"{key}exploration_std must be > 0, e.g. 0.1 (got {exploration_std})"),
-            (lr > 0, f"{key}lr must be > 0 (got {lr})"),
-            (kl_coef >= 0, f"{key}kl_coef must be >= 0 (got {kl_coef})"),
-            (torch_threads is None or torch_threads >= 1, f"{key}torch_threads must be >= 1 or null"),
-            (eval_noisy_episodes >= 0, f"{key}eval_noisy_episodes must be >= 0 (got {eval_noisy_episodes})"),
-            (policy.type != "smolvla" or kl_coef == 0,
-             f"{key}kl_coef must be 0 for {key}policy.type smolvla (got {kl_coef}): a flow-matching policy has no "
-             "closed-form KL to its reference; its update is the advantage-weighted flow-matching loss"),
-            (simulator is None or isinstance(simulator, Simulator),
-             f"{key}simulator must be a wmrl.types.Simulator (source, success_threshold, play(seeds, controller, "
-             f"n_action_steps), grade(episodes)); {type(simulator).__name__} lacks "
-             f"{missing_members(simulator, Simulator)}"),
-            (policy_instance is None or isinstance(policy_instance, ChunkPolicy),
-             f"{key}policy_instance must be a wmrl.types.ChunkPolicy (chunk_size, n_action_steps, gaussian, "
-             f"mean_chunk, per_sample_loss, bc_loss); {type(policy_instance).__name__} lacks "
-             f"{missing_members(policy_instance, ChunkPolicy)}"),
-        ]
-        problems += [message for ok, message in checks if not ok]
-        if problems:
-            raise ValueError("invalid VLAGRPOModule configuration:\n  - " + "\n  - ".join(problems))
+        super().__init__(report=success_report)
+        validate(locals())
+        policy = ACTChunkPolicy() if policy is None else policy
         self.save_hyperparameters(ignore=["simulator", "policy_instance", "policy"])
-        # as a dict: checkpoints must load with torch.load(weights_only=True) (torch's default), no custom classes
-        self.hparams["policy"] = dataclasses.asdict(policy)
+        self.hparams["policy"] = policy.config()  # class_path and init_args: plain values, as the config wrote them
         if simulator is None:
             from wmrl.vla.simulator import PushTSimulator
 
             simulator = PushTSimulator()
         self.simulator = simulator
         self.environments: dict[str, Any] = {"real": simulator}
-        self.settings = policy
-        self.policy: ChunkPolicy | None = policy_instance  # else built in configure_model (imports LeRobot)
+        self.policy: ChunkPolicy = policy if policy_instance is None else policy_instance
+        self._builds_policy = policy_instance is None  # a LeRobot policy, built in configure_model (imports LeRobot)
         self._starts_trained = policy_instance is not None or policy.pretrained_path is not None
-        self.cloned_steps = 0  # behaviour-cloning steps taken (by BehaviourCloningWarmStart)
+        self.cloned_steps = 0  # behaviour-cloning steps taken (by BehaviourCloningWarmStart, which counts them here)
         self._reference: list[ChunkPolicy] = []  # a list: not a submodule (checkpointed by on_save_checkpoint)
         self._reference_state: dict | None = None  # the SFT reference of a resumed run, until on_fit_start
-        self.eval_history: list[tuple[str, float]] = []
+
+    @property
+    def seed(self) -> int:
+        """``model.init_args.seed`` (exploration, evaluation noise, the behaviour-cloning batch order)."""
+        return self.hparams.seed
+
+    def policy_to_clone(self) -> ChunkPolicy:
+        """The policy :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` trains (a ClonesBehaviour)."""
+        return self.policy
 
     # -- construction ----------------------------------------------------------------------------------
     def configure_model(self) -> None:
         if self.hparams.torch_threads:
             torch.set_num_threads(self.hparams.torch_threads)
-        if self.policy is not None:
-            return
-        torch.manual_seed(self.hparams.seed)
-        self.policy = build_policy(self.settings)
+        if self._builds_policy and self.policy.policy is None:
+            torch.manual_seed(self.hparams.seed)
+            self.policy.build()
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.policy.parameters(), lr=self.hparams.lr)
@@ -225,51 +182,6 @@ class VLAGRPOModule(RLModule):
                            "VLAGRPOModule; resume only from this module's checkpoints")
         self._reference_state = checkpoint["wmrl_vla_reference"]
 
-    def behaviour_cloning(self, demonstrations: list[Episode], steps: int, batch_size: int, lr: float) -> float:
-        """The SFT stage: ``steps`` AdamW steps of the policy's own loss on demonstration chunks (every step of every
-        episode; ``batch_size`` chunks drawn per step, in an order seeded by ``seed``). Returns the last loss, also
-        logged as ``sft/loss`` with ``sft/seconds`` and ``sft/demonstration_steps`` (the steps cloned). Called by
-        :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart`."""
-        from rich.progress import Progress
-
-        if not demonstrations:
-            raise ValueError("no successful demonstration to clone (data.init_args.demonstrations, or the "
-                             "simulator's success_threshold, too strict)")
-        horizon = self.policy.chunk_size
-        states, env_states, chunks, pads = [], [], [], []
-        for e in demonstrations:
-            for t in range(len(e)):
-                window = e.actions[t : t + horizon]
-                pad = np.zeros(horizon, dtype=bool)
-                pad[len(window):] = True
-                window = np.concatenate([window, np.repeat(e.actions[-1:], horizon - len(window), axis=0)])
-                states.append(e.states[t]), env_states.append(e.env_states[t]), chunks.append(window), pads.append(pad)
-        obs = observation_batch(torch.as_tensor(np.array(states)), torch.as_tensor(np.array(env_states)))
-        obs = {k: v.to(self.device) for k, v in obs.items()}
-        chunk = normalise(torch.as_tensor(np.array(chunks))).to(self.device)
-        is_pad = torch.as_tensor(np.array(pads)).to(self.device)
-        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
-        generator = torch.Generator().manual_seed(self.hparams.seed)
-        started = time.perf_counter()
-        self.policy.train()
-        loss = torch.tensor(math.nan)
-        with Progress(disable=not self.trainer.is_global_zero) as progress:
-            task = progress.add_task(f"SFT on {len(demonstrations)} demonstrations", total=steps)
-            for step in range(steps):
-                rows = torch.randint(0, len(chunk), (batch_size,), generator=generator)
-                loss = self.policy.bc_loss({k: v[rows] for k, v in obs.items()}, chunk[rows], is_pad[rows])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                if step % 25 == 0 or step == steps - 1:
-                    progress.update(task, completed=step + 1, description=f"SFT loss {float(loss.detach()):.3f}")
-        self.cloned_steps += steps
-        metrics = {"sft/loss": float(loss.detach()), "sft/seconds": time.perf_counter() - started,
-                   "sft/demonstration_steps": float(sum(len(e) for e in demonstrations))}
-        for logger in self.loggers:
-            logger.log_metrics(metrics, step=0)
-        return float(loss.detach())
-
     # -- the method (the step itself is RLModule.training_step, shared with the LLM module) ---------------
     def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
         self.log("reward", metrics["reward/mean"], prog_bar=True, on_step=True, batch_size=len(batch))
@@ -297,7 +209,7 @@ class VLAGRPOModule(RLModule):
             for episode, outcome in zip(members, outcomes, strict=True):
                 trajectories.append(EpisodeTrajectory(task, group, (episode_turn(episode, outcome),), outcome.source,
                                                       episode=episode))
-        return collate(trajectories)
+        return rollout_batch(trajectories, [t.group for t in trajectories], TokenRows.empty(len(trajectories)))
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         """One optimizer step: advantage-weighted per-sample policy loss over every chunk of the used rows."""
@@ -319,17 +231,9 @@ class VLAGRPOModule(RLModule):
         chunk = torch.as_tensor(np.array([e.chunk_actions[c] for e, c, _ in samples])).to(self.device)
         advantage = torch.tensor([a for _, _, a in samples], dtype=torch.float32, device=self.device)
         self.policy.train()
-        std = hp.exploration_std
-        kl = torch.zeros((), device=self.device)
-        if not self.policy.gaussian:  # SmolVLA: forward(batch, reduction="none"), no KL
-            pg = policy_gradient_loss(advantage, self.policy.per_sample_loss(obs, chunk, std))
-        else:
-            mean = self.policy.mean_chunk(obs)[:, : chunk.shape[1]]  # executed actions only
-            pg = policy_gradient_loss(advantage, chunk_nll(chunk, mean, std))  # = per_sample_loss, mean reused
-        if hp.kl_coef > 0 and self.policy.gaussian:
-            with torch.no_grad():
-                reference = self._reference[0].mean_chunk(obs)[:, : chunk.shape[1]]
-            kl = gaussian_kl(mean, reference, std)
+        reference = self._reference[0] if hp.kl_coef > 0 else None
+        nll, kl = self.policy.rl_loss(obs, chunk, hp.exploration_std, reference)
+        pg = policy_gradient_loss(advantage, nll)
         loss = pg + hp.kl_coef * kl
         optimizer.zero_grad(set_to_none=True)
         self.manual_backward(loss)
@@ -365,56 +269,32 @@ class VLAGRPOModule(RLModule):
         return float(np.mean([e["success"] for e in self.evaluate_episodes(task_ids)]))
 
     def evaluate_episodes(self, task_ids: list[str], noisy: int = 0) -> list[dict]:
-        """One noise-free episode per initial state: ``{"task_id", "success", "coverage", "steps"}`` each
-        (``coverage``: the best goal coverage reached). ``noisy`` > 0 adds ``noisy_success``: the mean success of
-        that many episodes per state with the exploration noise (a generator seeded by ``seed``)."""
-        self.policy.eval()
-        steps = self.policy.n_action_steps
-        episodes = self.simulator.play([seed_of(t) for t in task_ids], PolicyController(self.policy, 0.0, None),
-                                       n_action_steps=steps)
-        out = [{"task_id": t, "success": float(e.success), "coverage": float(e.coverage.max(initial=0.0)),
-                "steps": len(e)} for t, e in zip(task_ids, episodes, strict=True)]
-        if noisy:
-            generator = torch.Generator().manual_seed(self.hparams.seed + EVAL_NOISE_SEED)
-            seeds = [seed_of(t) for t in task_ids for _ in range(noisy)]
-            played = self.simulator.play(seeds, PolicyController(self.policy, self.hparams.exploration_std, generator),
-                                         n_action_steps=steps)
-            for i, record in enumerate(out):
-                record["noisy_success"] = float(np.mean([e.success for e in played[i * noisy : (i + 1) * noisy]]))
-        return out
+        """The held-out episodes (:func:`wmrl.vla.play.held_out_episodes`): noise-free, plus ``noisy`` noisy ones
+        per state (the exploration noise, seeded by ``seed`` alone: the same draws at every evaluation)."""
+        return held_out_episodes(self.simulator, self.policy, task_ids, noisy, self.hparams.exploration_std,
+                                 self.hparams.seed)
 
     def _held_out(self, task_ids: list[str], split: str = "heldout") -> float:
-        """Evaluate, keep the episodes in ``<run dir>/heldout.jsonl`` and return the success rate (also logging
+        """Evaluate, keep the episodes (``heldout.jsonl``) and return the success rate (also logging
         ``heldout/success_noisy`` when ``eval_noisy_episodes`` > 0)."""
         episodes = self.evaluate_episodes(task_ids, self.hparams.get("eval_noisy_episodes", 0))
         success = float(np.mean([e["success"] for e in episodes]))
-        self.eval_history.append(("start" if self.trained_steps == 0 else f"step {self.trained_steps}", success))
-        self._write_eval(episodes, split)
+        self.heldout.keep(self, split, success, {"episodes": episodes})
         if "noisy_success" in episodes[0]:
             noisy = float(np.mean([e["noisy_success"] for e in episodes]))
             for logger in self.loggers:
                 logger.log_metrics({"heldout/success_noisy": noisy}, step=self.global_step)
         return success
 
-    def _write_eval(self, episodes: list[dict], split: str = "heldout") -> None:
-        """Append one line per evaluation to ``<run dir>/heldout.jsonl`` (``EVAL_FILE``, as the LLM module does):
-        paired intervals over initial states (``benchmarks/vla_arms.py``) need episodes, not means. Only a logging
-        run has a run dir, and only rank 0 writes."""
-        if not self.trainer.loggers or not self.trainer.is_global_zero:
-            return
-        path = Path(self.trainer.default_root_dir) / EVAL_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
-            f.write(json.dumps({"split": split, "step": self.trained_steps, "episodes": episodes}) + "\n")
-
     def on_train_start(self) -> None:
-        datamodule = self.trainer.datamodule
-        if not self.hparams.eval_at_start or self.global_step > 0:
-            return
-        success = self._held_out(datamodule.heldout_task_ids)
-        rank_zero_info(f"held-out success before RL: {success:.3f} ({len(datamodule.heldout_task_ids)} initial states)")
-        for logger in self.loggers:
-            logger.log_metrics({"heldout/success": success}, step=0)
+        tasks = self.trainer.datamodule.heldout_task_ids
+
+        def before_rl() -> dict[str, float]:
+            success = self._held_out(tasks)
+            rank_zero_info(f"held-out success before RL: {success:.3f} ({len(tasks)} initial states)")
+            return {"success": success}
+
+        self.heldout.at_start(self, before_rl)
 
     def validation_step(self, task_ids: list[str], batch_idx: int) -> None:
         if self.trainer.sanity_checking:
@@ -427,31 +307,3 @@ class VLAGRPOModule(RLModule):
         """``wmrl test``: the held-out evaluation, logged as ``test/success`` (``heldout.jsonl`` split ``test``)."""
         success = self._held_out(list(task_ids), split="test")
         self.log("test/success", success, batch_size=len(task_ids))
-
-    def on_fit_end(self) -> None:
-        if self.eval_history and self.trainer.is_global_zero:
-            lines = [f"  {when:>10}: success {value:.3f}" for when, value in self.eval_history]
-            print("held-out success (simulator, no exploration noise):\n" + "\n".join(lines))
-
-
-def collate(trajectories: list[EpisodeTrajectory]) -> RolloutBatch:
-    """A :class:`RolloutBatch` of episodes: rewards from their outcomes, no tokens (``[N, 0]`` token fields)."""
-    n = len(trajectories)
-    rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
-    is_real = torch.tensor([t.source is Source.REAL for t in trajectories], dtype=torch.bool)
-    empty = torch.zeros((n, 0))
-    return RolloutBatch(
-        trajectories=tuple(trajectories),
-        group_ids=torch.tensor([t.group for t in trajectories], dtype=torch.long),
-        input_ids=empty.long(),
-        attention_mask=empty.bool(),
-        response_mask=empty.bool(),
-        old_logprobs=empty.float(),
-        rewards=rewards,
-        graded=~torch.isnan(rewards),
-        is_real=is_real,
-        advantages=torch.zeros(n, dtype=torch.float32),
-        used=torch.zeros(n, dtype=torch.bool),
-        wm_rewards=torch.where(is_real, torch.full_like(rewards, math.nan), rewards),
-        wm_calibrated=torch.full_like(rewards, math.nan),
-    )

@@ -1,5 +1,12 @@
-"""`ACTChunkPolicy` and `SmolVLAChunkPolicy`: a LeRobot policy behind the three calls the VLA GRPO module needs
-(:class:`wmrl.types.ChunkPolicy`; :func:`build_policy` builds the one ``model.init_args.policy.type`` names).
+"""`ACTChunkPolicy` and `SmolVLAChunkPolicy`: a LeRobot policy behind the calls the VLA GRPO module needs
+(:class:`wmrl.types.ChunkPolicy`). A config picks one by ``class_path``::
+
+    policy:
+      class_path: wmrl.vla.policy.ACTChunkPolicy      # or wmrl.vla.policy.SmolVLAChunkPolicy
+      init_args: {chunk_size: 4, n_action_steps: 2, dim_model: 64}
+
+Constructing one is cheap and imports nothing of LeRobot (so every config instantiates anywhere); the module calls
+:meth:`LeRobotChunkPolicy.build` in ``configure_model``, after seeding torch, which builds the LeRobot policy.
 
 * ``mean_chunk(obs)``: the policy's action chunk ``[B, H, 2]`` in the normalised action space.
 * ``per_sample_loss(obs, chunk, std)``: ``[B]``, the negative log-likelihood of the executed prefix ``chunk``
@@ -11,7 +18,9 @@
   per-sample loss is computed here from ``policy.model(batch)``. SmolVLA (a flow-matching policy, no
   likelihood) uses its own per-sample loss instead: ``SmolVLAPolicy.forward(batch, reduction="none")`` on the
   executed prefix (the rest of the chunk marked ``action_is_pad``), an advantage-weighted flow-matching surrogate
-  (as in advantage-weighted regression), so its ``gaussian`` is ``False`` and the module uses that loss and no KL.
+  (as in advantage-weighted regression), with no KL term.
+* ``rl_loss(obs, chunk, std, reference)``: the per-sample loss and the KL to the frozen SFT ``reference`` (each
+  policy owns its losses: ACT the Gaussian NLL and KL from one forward pass, SmolVLA its flow loss and 0).
 * ``bc_loss(obs, chunk, is_pad)``: the policy's own supervised loss (ACT: L1 via ``ACTPolicy.forward``) for
   the behaviour-cloning (SFT) stage on the demonstrations.
 
@@ -29,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,33 +46,12 @@ from torch import nn
 from wmrl.vla.requirements import MissingVLADependency, require_lerobot
 from wmrl.vla.reward_model import SCALE, normalise
 
-PolicyType = Literal["act", "smolvla"]
-
 
 @dataclass(frozen=True)
 class PolicySettings:
-    """Which LeRobot policy to post-train and how big it is.
+    """A LeRobot policy's sizes and sources, as its class's constructor took them (the fields a policy class does
+    not take keep these defaults). The meanings are on :class:`ACTChunkPolicy` and :class:`SmolVLAChunkPolicy`."""
 
-    Attributes:
-        type: ``act`` (CPU default) or ``smolvla``.
-        chunk_size: actions predicted per call (``H``).
-        n_action_steps: actions of each chunk executed before the policy is called again.
-        dim_model: ACT's transformer width.
-        n_heads: ACT's attention heads.
-        dim_feedforward: ACT's feed-forward width.
-        n_encoder_layers: ACT's encoder layers.
-        n_decoder_layers: ACT's decoder layers.
-        pretrained_path: a local LeRobot policy directory (``save_pretrained`` output) to start from; its
-            config wins over the size fields. ``null``: a fresh policy (then the SFT stage trains it).
-        vlm_model_name: SmolVLA only: a local SmolVLM directory whose weights are loaded (e.g. a downloaded
-            ``SmolVLM2-500M-Video-Instruct``; never a hub id). ``null``: a tiny SmolVLM generated in-process
-            (:mod:`wmrl.vla.smolvlm`, random weights) whose text model takes ``dim_model`` (width), ``n_heads``,
-            ``dim_feedforward`` and ``n_encoder_layers`` (layers); the CPU configuration.
-        image_size: SmolVLA only: side of the rasterised observation image (a multiple of 16).
-        num_steps: SmolVLA only: flow-matching denoising steps per action chunk.
-    """
-
-    type: PolicyType = "act"
     chunk_size: int = 8
     n_action_steps: int = 8
     dim_model: int = 64
@@ -76,33 +64,6 @@ class PolicySettings:
     image_size: int = 32
     num_steps: int = 4
 
-    def problems(self, key: str) -> list[str]:
-        out = []
-        if self.type not in ("act", "smolvla"):
-            out.append(f"{key}.type must be act or smolvla (got {self.type!r})")
-        if self.chunk_size < 1 or not 1 <= self.n_action_steps <= self.chunk_size:
-            out.append(f"{key}.n_action_steps must be in [1, chunk_size={self.chunk_size}] (got {self.n_action_steps})")
-        if self.type == "smolvla":
-            if self.image_size < 16 or self.image_size % 16:
-                out.append(f"{key}.image_size must be a positive multiple of 16 for SmolVLA (got {self.image_size})")
-            if self.num_steps < 1:
-                out.append(f"{key}.num_steps must be >= 1 (got {self.num_steps})")
-            if self.pretrained_path is None and self.vlm_model_name is None and self.dim_model % self.n_heads:
-                out.append(f"{key}.n_heads must divide dim_model for the tiny SmolVLM (got {self.n_heads}, "
-                           f"{self.dim_model})")
-        return out
-
-    def missing_paths(self, key: str) -> list[str]:
-        """Local paths that do not exist (checked when the policy is built, so configs instantiate anywhere)."""
-        out = []
-        if self.pretrained_path is not None and not Path(self.pretrained_path).is_dir():
-            out.append(f"{key}.pretrained_path {self.pretrained_path!r} is not a local directory: give a LeRobot "
-                       "policy saved with save_pretrained, or null for a fresh policy")
-        if self.type == "smolvla" and self.vlm_model_name is not None and not Path(self.vlm_model_name).is_dir():
-            out.append(f"{key}.vlm_model_name {self.vlm_model_name!r} is not a local directory (wmrl never downloads "
-                       "a backbone): build or copy a SmolVLM checkpoint there")
-        return out
-
 
 def observation_batch(state: torch.Tensor, env_state: torch.Tensor) -> dict[str, torch.Tensor]:
     """LeRobot's observation batch from raw PushT pixels ``[B, 2]`` and ``[B, 16]``."""
@@ -114,44 +75,91 @@ def to_pixels(actions: torch.Tensor) -> torch.Tensor:
     return (actions + 1.0) * SCALE
 
 
-def build_policy(settings: PolicySettings) -> ACTChunkPolicy | SmolVLAChunkPolicy:
-    """The LeRobot policy ``settings`` name (``model.init_args.policy``): ``type`` picks the class, once, here."""
-    require_lerobot(f"the {settings.type} policy")
-    missing = settings.missing_paths("model.init_args.policy")
-    if missing:
-        raise FileNotFoundError("\n".join(missing))
-    return SmolVLAChunkPolicy(settings) if settings.type == "smolvla" else ACTChunkPolicy(settings)
+class LeRobotChunkPolicy(nn.Module):
+    """What both LeRobot policies share: their settings (``init_args``), a cheap constructor and :meth:`build`,
+    the wrapped LeRobot ``policy`` (its parameters are this module's, so checkpoints hold ``policy.*``), its chunk
+    sizes, and ``save_pretrained``."""
 
+    def __init__(self, **settings: Any) -> None:
+        super().__init__()
+        self.settings = PolicySettings(**settings)
+        self.init_args = dict(settings)  # what the config gave, for the checkpoint's hyperparameters
+        self.chunk_size, self.n_action_steps = self.settings.chunk_size, self.settings.n_action_steps
+        self.policy: nn.Module | None = None  # the LeRobot policy, once built
 
-class _LeRobotChunkPolicy(nn.Module):
-    """What both LeRobot policies share: the wrapped ``policy`` (its parameters are this module's, so checkpoints
-    hold ``policy.*``), its chunk sizes, and ``save_pretrained``."""
+    @property
+    def pretrained_path(self) -> str | None:
+        return self.settings.pretrained_path
 
-    def _wrap(self, settings: PolicySettings, policy: nn.Module) -> None:
-        self.settings = settings
-        self.policy = policy
-        self.chunk_size = self.policy.config.chunk_size
-        self.n_action_steps = self.policy.config.n_action_steps
+    def config(self) -> dict[str, Any]:
+        """``{"class_path", "init_args"}``: this policy as a config names it (plain values: checkpoints load with
+        ``torch.load(weights_only=True)``)."""
+        cls = type(self)
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(self.init_args)}
+
+    def problems(self, key: str, kl_coef: float) -> list[str]:
+        """What is wrong with these settings for a module with ``kl_coef`` (``key``: the config key)."""
+        s = self.settings
+        if s.chunk_size < 1 or not 1 <= s.n_action_steps <= s.chunk_size:
+            return [f"{key}.init_args.n_action_steps must be in [1, chunk_size={s.chunk_size}] (got {s.n_action_steps})"]
+        return []
+
+    def missing_paths(self, key: str) -> list[str]:
+        """Local paths that do not exist (checked when the policy is built, so configs instantiate anywhere)."""
+        path = self.settings.pretrained_path
+        if path is not None and not Path(path).is_dir():
+            return [f"{key}.pretrained_path {path!r} is not a local directory: give a LeRobot policy saved with "
+                    "save_pretrained, or null for a fresh policy"]
+        return []
+
+    def build(self) -> LeRobotChunkPolicy:
+        """Build the LeRobot policy (once; imports LeRobot) and return ``self``."""
+        if self.policy is None:
+            require_lerobot(f"the {type(self).__name__} policy")
+            missing = self.missing_paths("model.init_args.policy.init_args")
+            if missing:
+                raise FileNotFoundError("\n".join(missing))
+            self.policy = self.lerobot_policy()
+            self.chunk_size = self.policy.config.chunk_size  # a pretrained policy's config wins over the settings
+            self.n_action_steps = self.policy.config.n_action_steps
+        return self
+
+    def lerobot_policy(self) -> nn.Module:
+        raise NotImplementedError
 
     def save_pretrained(self, path: str | Path) -> None:
         self.policy.save_pretrained(str(path))
 
 
-class ACTChunkPolicy(_LeRobotChunkPolicy):
-    """LeRobot's ACT as a Gaussian policy around its action chunk (see the module docstring): the module computes
-    the per-sample NLL from the differentiable ``mean_chunk`` and the closed-form KL to its reference."""
+class ACTChunkPolicy(LeRobotChunkPolicy):
+    """LeRobot's ACT as a Gaussian policy around its action chunk (see the module docstring): it gives the per-sample
+    NLL from the differentiable ``mean_chunk`` and the closed-form KL to its reference.
 
-    gaussian = True
+    Args:
+        chunk_size: actions predicted per call (``H``).
+        n_action_steps: actions of each chunk executed before the policy is called again.
+        dim_model: the transformer width.
+        n_heads: attention heads.
+        dim_feedforward: the feed-forward width.
+        n_encoder_layers: encoder layers.
+        n_decoder_layers: decoder layers.
+        pretrained_path: a local LeRobot ACT directory (``save_pretrained`` output) to start from; its config wins
+            over the size fields. ``null``: a fresh policy (then the SFT stage trains it).
+    """
 
-    def __init__(self, settings: PolicySettings) -> None:
-        super().__init__()
+    def __init__(self, chunk_size: int = 8, n_action_steps: int = 8, dim_model: int = 64, n_heads: int = 4,
+                 dim_feedforward: int = 128, n_encoder_layers: int = 1, n_decoder_layers: int = 1,
+                 pretrained_path: str | None = None) -> None:
+        super().__init__(chunk_size=chunk_size, n_action_steps=n_action_steps, dim_model=dim_model, n_heads=n_heads,
+                         dim_feedforward=dim_feedforward, n_encoder_layers=n_encoder_layers,
+                         n_decoder_layers=n_decoder_layers, pretrained_path=pretrained_path)
+
+    def lerobot_policy(self) -> nn.Module:
         from lerobot.policies.act.modeling_act import ACTPolicy
 
-        if settings.pretrained_path is not None:
-            policy = ACTPolicy.from_pretrained(settings.pretrained_path)
-        else:
-            policy = ACTPolicy(act_config(settings))
-        self._wrap(settings, policy)
+        if self.settings.pretrained_path is not None:
+            return ACTPolicy.from_pretrained(self.settings.pretrained_path)
+        return ACTPolicy(act_config(self.settings))
 
     def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``[B, H, 2]`` the policy's action chunk (normalised), differentiable."""
@@ -165,22 +173,75 @@ class ACTChunkPolicy(_LeRobotChunkPolicy):
 
         return chunk_nll(chunk, self.mean_chunk(obs)[:, : chunk.shape[1]], std)  # the executed prefix of the chunk
 
+    def rl_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float,
+                reference: ACTChunkPolicy | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian NLL ``[B]`` and the closed-form KL to ``reference``, from one forward pass."""
+        from wmrl.algorithms.gaussian import gaussian_rl_loss
+
+        return gaussian_rl_loss(self.mean_chunk, obs, chunk, std, None if reference is None else reference.mean_chunk)
+
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
         """ACT's own supervised loss on demonstration chunks (masked L1 via ``ACTPolicy.forward``)."""
         loss, _ = self.policy.forward({**obs, "action": chunk, "action_is_pad": is_pad})
         return loss
 
 
-class SmolVLAChunkPolicy(_LeRobotChunkPolicy):
+class SmolVLAChunkPolicy(LeRobotChunkPolicy):
     """LeRobot's SmolVLA (flow matching, no likelihood): it gives its own per-sample loss, the advantage-weighted
-    flow-matching surrogate, and has no KL term (``gaussian`` False; see the module docstring)."""
+    flow-matching surrogate, and has no KL term, so ``model.init_args.kl_coef`` must be 0 (see the module
+    docstring).
 
-    gaussian = False
+    Args:
+        chunk_size: actions predicted per call (``H``).
+        n_action_steps: actions of each chunk executed before the policy is called again.
+        dim_model: the tiny SmolVLM's text-model width (``vlm_model_name: null`` only).
+        n_heads: the tiny SmolVLM's attention heads (must divide ``dim_model``).
+        dim_feedforward: the tiny SmolVLM's feed-forward width.
+        n_encoder_layers: the tiny SmolVLM's text-model layers.
+        pretrained_path: a local LeRobot SmolVLA directory (``save_pretrained`` output) to start from; its config
+            wins over the other fields. ``null``: a fresh policy.
+        vlm_model_name: a local SmolVLM directory whose weights are loaded (e.g. a downloaded
+            ``SmolVLM2-500M-Video-Instruct``; never a hub id). ``null``: a tiny SmolVLM generated in-process
+            (:mod:`wmrl.vla.smolvlm`, random weights) of the sizes above; the CPU configuration.
+        image_size: side of the rasterised observation image (a multiple of 16).
+        num_steps: flow-matching denoising steps per action chunk.
+    """
 
-    def __init__(self, settings: PolicySettings) -> None:
-        super().__init__()
-        self._wrap(settings, smolvla_policy(settings))
-        self._tokens: dict[str, torch.Tensor] = language_tokens(self.policy)
+    def __init__(self, chunk_size: int = 8, n_action_steps: int = 8, dim_model: int = 64, n_heads: int = 4,
+                 dim_feedforward: int = 128, n_encoder_layers: int = 1, pretrained_path: str | None = None,
+                 vlm_model_name: str | None = None, image_size: int = 32, num_steps: int = 4) -> None:
+        super().__init__(chunk_size=chunk_size, n_action_steps=n_action_steps, dim_model=dim_model, n_heads=n_heads,
+                         dim_feedforward=dim_feedforward, n_encoder_layers=n_encoder_layers,
+                         pretrained_path=pretrained_path, vlm_model_name=vlm_model_name, image_size=image_size,
+                         num_steps=num_steps)
+        self._tokens: dict[str, torch.Tensor] = {}
+
+    def problems(self, key: str, kl_coef: float) -> list[str]:
+        s, out = self.settings, super().problems(key, kl_coef)
+        if kl_coef != 0:
+            out.append(f"model.init_args.kl_coef must be 0 for {key} SmolVLAChunkPolicy (got {kl_coef}): a "
+                       "flow-matching policy has no closed-form KL to its reference; its update is the "
+                       "advantage-weighted flow-matching loss")
+        if s.image_size < 16 or s.image_size % 16:
+            out.append(f"{key}.init_args.image_size must be a positive multiple of 16 (got {s.image_size})")
+        if s.num_steps < 1:
+            out.append(f"{key}.init_args.num_steps must be >= 1 (got {s.num_steps})")
+        if s.pretrained_path is None and s.vlm_model_name is None and s.dim_model % s.n_heads:
+            out.append(f"{key}.init_args.n_heads must divide dim_model for the tiny SmolVLM (got {s.n_heads}, "
+                       f"{s.dim_model})")
+        return out
+
+    def missing_paths(self, key: str) -> list[str]:
+        out, name = super().missing_paths(key), self.settings.vlm_model_name
+        if name is not None and not Path(name).is_dir():
+            out.append(f"{key}.vlm_model_name {name!r} is not a local directory (wmrl never downloads a backbone): "
+                       "build or copy a SmolVLM checkpoint there")
+        return out
+
+    def lerobot_policy(self) -> nn.Module:
+        policy = smolvla_policy(self.settings)
+        self._tokens = language_tokens(policy)
+        return policy
 
     def smolvla_batch(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """SmolVLA's observation batch from the state observation (see the module docstring)."""
@@ -202,6 +263,11 @@ class SmolVLAChunkPolicy(_LeRobotChunkPolicy):
         """``[B]`` its flow-matching loss on the executed prefix, ``forward(batch, reduction="none")`` (``std``
         unused)."""
         return self.flow_loss(obs, chunk, reduction="none")
+
+    def rl_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float,
+                reference: None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The flow-matching per-sample loss and no KL (``model.init_args.kl_coef`` is 0 for SmolVLA)."""
+        return self.per_sample_loss(obs, chunk, std), torch.zeros((), device=chunk.device)
 
     def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor:
         """Its own supervised loss on demonstration chunks (flow matching)."""
@@ -288,7 +354,7 @@ def smolvla_config(settings: PolicySettings):
         from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
     except ImportError as error:
         raise MissingVLADependency(
-            f"model.init_args.policy.type: smolvla needs LeRobot's smolvla extra (transformers): {error}. Fix: "
+            f"wmrl.vla.policy.SmolVLAChunkPolicy needs LeRobot's smolvla extra (transformers): {error}. Fix: "
             ".venv312/bin/pip install -c constraints-vla.txt 'lerobot[pusht,smolvla]==0.6.1' (docs/vla.md)"
         ) from error
     from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature

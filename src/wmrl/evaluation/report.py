@@ -1,0 +1,84 @@
+"""The end-of-fit reports: the training curve and the held-out evaluations, as the fit prints them.
+
+The held-out reports read a :class:`~wmrl.evaluation.heldout.HeldOutLog`'s history: the LLM module's
+(:func:`held_out_report`: score, valid rate, and the paired gain over the start with its 95% interval) and the VLA
+module's (:func:`success_report`: the simulator's success per evaluation).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def training_report(history: list[dict[str, float]], window: int = 3) -> str:
+    """The end-of-fit training curve: per step the real rollouts' mean reward and valid rate (executed and graded,
+    never a world model's opinion), each with its moving average over ``window`` steps, the truncation rate and
+    the KL to the reference (how far the policy has moved).
+
+    >>> rows = [{"step": k, "real_reward": r, "real_valid_rate": v, "truncated_rate": 0.0, "kl": 1e-3}
+    ...         for k, r, v in ((1, 0.2, 0.25), (2, 0.4, 0.5), (3, 0.6, 0.75))]
+    >>> print(training_report(rows).splitlines()[-1])
+             3   0.600  (0.400)   0.75  (0.50)       0.00  1.0e-03
+    """
+    def moving(key: str, k: int) -> float:
+        values = [r[key] for r in history[max(0, k - window + 1) : k + 1] if not math.isnan(r[key])]
+        return sum(values) / len(values) if values else math.nan
+
+    lines = [f"training (real execution; moving average over {window} steps in brackets):",
+             "      step  reward  (avg)    valid  (avg)  truncated       KL"]
+    for k, r in enumerate(history):
+        lines.append(f"  {r['step']:>8}   {r['real_reward']:.3f}  ({moving('real_reward', k):.3f})   "
+                     f"{r['real_valid_rate']:.2f}  ({moving('real_valid_rate', k):.2f})       "
+                     f"{r['truncated_rate']:.2f}  {r['kl']:.1e}")
+    return "\n".join(lines)
+
+
+def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, list[float]]]) -> str:
+    """The end-of-fit printout: each held-out evaluation's summary, then, when the run evaluated its starting
+    policy, the last evaluation's paired gain over it with a 95% bootstrap interval and what that means (an
+    unchanged score is said to be one, not printed as two equal numbers).
+
+    >>> history = [("start", {"score": 0.4, "mean_position": 0.4, "valid_rate": 0.5, "best_of_k": 0.8}),
+    ...            ("step 3", {"score": 0.4, "mean_position": 0.4, "valid_rate": 0.5, "best_of_k": 0.8})]
+    >>> print(held_out_report(history, [{"a": [0.8, 0.0]}, {"a": [0.8, 0.0]}]).splitlines()[-1][:53])
+      gain over the start: no change: every sample scored
+    """
+    from wmrl.algorithms.stats import describe_gain, paired_gain
+
+    lines = ["held-out evaluation (real execution):"]
+    lines += [f"  {when:>10}: score {s['score']:.3f}  mean position {s['mean_position']:.3f}  "
+              f"valid rate {s['valid_rate']:.2f}  best-of-k {s['best_of_k']:.3f}" for when, s in history]
+    if len(history) >= 2 and history[0][0] == "start" and len(samples) == len(history):
+        before, after = samples[0], samples[-1]
+        if sorted(before) == sorted(after) and all(len(before[t]) == len(after[t]) for t in before):
+            gain, low, high = paired_gain(before, after)
+            unchanged = all(before[t] == after[t] for t in before)
+            n = sum(len(v) for v in before.values())
+            lines.append(f"  gain over the start: {describe_gain(gain, low, high, unchanged)} "
+                         f"(paired bootstrap over {n} samples of {len(before)} tasks, same seeds)")
+            if history[0][1]["valid_rate"] == 0 and history[-1][1]["valid_rate"] == 0:
+                lines.append(NO_VALID_ADVICE)
+    return "\n".join(lines)
+
+
+#: what the end-of-fit report says when no held-out sample was valid before or after (a learning rate is not it)
+NO_VALID_ADVICE = (
+    "  no held-out sample wrote a valid submission, before or after: the policy has no foothold on these tasks, and "
+    "a higher learning rate or more steps will not give it one. What helps: read its samples (<run dir>/samples/); "
+    "check the prompt and the starter a task shows (`wmrl tasks show ID`) and that the starter runs "
+    "(`wmrl tasks check ID`); keep model.init_args.prefill: starter_head; raise max_new_tokens when most turns end "
+    "truncated; compare policies with `wmrl evaluate`."
+)
+
+
+def success_report(history: list[tuple[str, Any]], paired: list[dict[str, list[float]]] | None = None) -> str:
+    """The VLA module's end-of-fit printout: each held-out evaluation's success rate (noise-free episodes).
+
+    >>> print(success_report([("start", 0.25), ("step 4", 0.5)]))
+    held-out success (simulator, no exploration noise):
+           start: success 0.250
+          step 4: success 0.500
+    """
+    lines = [f"  {when:>10}: success {value:.3f}" for when, value in history]
+    return "held-out success (simulator, no exploration noise):\n" + "\n".join(lines)

@@ -1,0 +1,74 @@
+"""`rollout_batch`: finished trajectories as the :class:`~wmrl.types.RolloutBatch` the RL hooks see, for both domains.
+
+The token fields are the domain's (an LLM rollout's right-padded tokens; ``[N, 0]`` for embodied episodes, which
+have none); the reward fields are built here once: ``rewards`` (``NaN`` where missing), ``graded``, ``is_real``, and
+``wm_rewards``, the world model's raw rewards of the rows it predicted (``NaN`` on real rows and on world-model rows
+whose every turn the deterministic gate decided: those hold exact rewards, not predictions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from wmrl.types import RolloutBatch, Source, Trajectory
+
+if TYPE_CHECKING:
+    from wmrl.rollout.agent import RolloutState
+
+
+class TokenRows(NamedTuple):
+    """The token fields of a batch, ``[N, L]`` each (``L`` = 0 for a domain without tokens)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    old_logprobs: torch.Tensor
+
+    @classmethod
+    def empty(cls, n: int) -> TokenRows:
+        """``[N, 0]`` fields: an embodied rollout has no tokens."""
+        empty = torch.zeros((n, 0))
+        return cls(empty.long(), empty.bool(), empty.bool(), empty.float())
+
+
+def rollout_batch(trajectories: Sequence[Trajectory], groups: Sequence[int], tokens: TokenRows) -> RolloutBatch:
+    """The batch of ``trajectories`` (row ``i`` in group ``groups[i]``) with the domain's ``tokens``."""
+    n = len(trajectories)
+    rewards = torch.tensor([math.nan if t.reward is None else t.reward for t in trajectories], dtype=torch.float32)
+    is_real = torch.tensor([t.source is Source.REAL for t in trajectories], dtype=torch.bool)
+    predicted = torch.tensor([any("gate" not in turn.outcome.flags for turn in t.turns) for t in trajectories],
+                             dtype=torch.bool)
+    return RolloutBatch(
+        trajectories=tuple(trajectories),
+        group_ids=torch.tensor(list(groups), dtype=torch.long),
+        input_ids=tokens.input_ids,
+        attention_mask=tokens.attention_mask,
+        response_mask=tokens.response_mask,
+        old_logprobs=tokens.old_logprobs,
+        rewards=rewards,
+        graded=~torch.isnan(rewards),
+        is_real=is_real,
+        advantages=torch.zeros(n, dtype=torch.float32),
+        used=torch.zeros(n, dtype=torch.bool),
+        wm_rewards=torch.where(is_real | predicted.logical_not(), torch.full_like(rewards, math.nan), rewards),
+        wm_calibrated=torch.full_like(rewards, math.nan),
+    )
+
+
+def collate(states: Sequence[RolloutState], pad_token_id: int) -> RolloutBatch:
+    """Right-pad finished agent rollouts (:class:`~wmrl.rollout.agent.RolloutState`) into a batch."""
+    n = len(states)
+    length = max(len(s.token_ids) for s in states)
+    tokens = TokenRows(torch.full((n, length), pad_token_id, dtype=torch.long), torch.zeros((n, length), dtype=torch.bool),
+                       torch.zeros((n, length), dtype=torch.bool), torch.zeros((n, length), dtype=torch.float32))
+    for i, s in enumerate(states):
+        k = len(s.token_ids)
+        tokens.input_ids[i, :k] = torch.tensor(s.token_ids)
+        tokens.attention_mask[i, :k] = True
+        tokens.response_mask[i, :k] = torch.tensor(s.response_mask)
+        tokens.old_logprobs[i, :k] = torch.tensor(s.logprobs)
+    return rollout_batch([s.trajectory() for s in states], [s.group for s in states], tokens)
