@@ -6,6 +6,10 @@ JSONL: the real executions the world-model fidelity study (``benchmarks/world_mo
 
     python benchmarks/base_policy.py --split smoke --samples 8 --prefill starter_head
     python benchmarks/base_policy.py --split train --samples 16 --out runs/bench/base_train.jsonl
+    python benchmarks/base_policy.py --tasks wine_cultivar cars_mpg --samples 8 --temperature 0.7 --starter-view score
+
+With ``--starter-view score`` (the policy writes only the model line, :mod:`wmrl.autoresearch.tasks.model_choice`) it also prints
+how many distinct positions the valid samples reached and their best and worst: the spread GRPO can learn from.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", default="smoke")
     parser.add_argument("--tasks", nargs="*", help="task ids (override --split)")
     parser.add_argument("--samples", type=int, default=8, help="rollouts per task")
-    parser.add_argument("--prefill", default="starter_head", choices=["none", "fence", "starter_head"])
+    parser.add_argument("--prefill", default="starter_head", choices=["none", "fence", "starter_head", "starter_estimator"])
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -40,10 +44,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="JSONL of every rollout and its real outcome")
     parser.add_argument("--starter", default="linear_baseline",
                         help="reference solution shown as the starter (gradient_boosting_bagged: the heavy tier)")
+    parser.add_argument("--starter-view", default="script", choices=["script", "score"],
+                        help="how the prompt shows the starter (SandboxEnvironment's starter_view)")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
-    env = SandboxEnvironment(starter_solution=args.starter)
+    env = SandboxEnvironment(starter_solution=args.starter, starter_view=args.starter_view)
     tasks = args.tasks or [s.id for s in env.suite.specs(args.split)]
     policy, tokenizer = load_policy(args.model)
     engine = HFGenerationEngine(policy, tokenizer, max_batch_size=args.batch_size)
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         timings = agent.run(states, seed=args.seed * 10_000 + n)
         turns = [s.turns[0] for s in states]
         rewards = [t.outcome.reward for t in turns if t.outcome.reward is not None]
+        positions = [t.outcome.position for t in turns if t.outcome.status is Status.VALID]
         statuses = [t.outcome.status for t in turns]
         rows.append({
             "task": task_id,
@@ -69,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
             "generate_s": timings["generate"],
             "env_s": timings["env"],
             "statuses": {s.value: statuses.count(s) for s in set(statuses)},
+            "distinct_positions": len(set(positions)),
+            "positions": [min(positions, default=None), max(positions, default=None)],
         })
         print(json.dumps(rows[-1]), flush=True)
         if out:

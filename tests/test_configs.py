@@ -30,6 +30,7 @@ ABLATIONS = {
     "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
     "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
     "wmrl": FULL,
+    "real_grpo_equal_budget": [],  # real GRPO on as many groups a step as full WMRL executes
 }
 
 

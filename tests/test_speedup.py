@@ -50,8 +50,36 @@ def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path
     assert env.starter_solution == "heavy_boosting" and env.log.use_cache is False
     assert cli.trainer.max_steps == preset.steps and cli.trainer.default_root_dir == str(tmp_path / "run")
     assert cli.datamodule.train_tasks == preset.tasks and cli.datamodule.eval_task_ids == preset.eval_tasks
-    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (preset.groups_per_step, preset.group_size)
+    groups = speedup.equal_budget_groups(preset) if arm == speedup.EQUAL_BUDGET else preset.groups_per_step
+    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (groups, preset.group_size)
     assert cli.model.hparams.eval_at_start is False
+
+
+@pytest.mark.parametrize("preset_name, groups, anchors", [("cpu-quick", 1, 1), ("cpu-learn", 1, 1),
+                                                          ("cpu-quality", 1, 1), ("gpu", 2, 2)])
+def test_the_equal_budget_arm_executes_as_many_rollouts_a_step_as_full_wmrl(preset_name, groups, anchors):
+    """Real-execution GRPO at WMRL's execution budget: every group real, as many groups a step as full WMRL's
+    AnchorRouting executes at the preset's scale (so the two arms run the same scripts a step), nothing else
+    changed; its shipped overlays say the same for the quickstart (1 of 2 groups) and the paper (2 of 8)."""
+    from wmrl.callbacks import AnchorRouting
+
+    preset = speedup.PRESETS[preset_name]
+    config = speedup.arm_config(preset, speedup.EQUAL_BUDGET, Path("run"), eval_at_start=False)
+    assert config["data"]["init_args"]["groups_per_step"] == groups == speedup.equal_budget_groups(preset)
+    assert "callbacks+" not in config["trainer"] and "callbacks" not in config["trainer"]
+    full = speedup.arm_config(preset, "wmrl", Path("run"), eval_at_start=False)
+    (routing,) = [c for c in full["trainer"]["callbacks+"] if c["class_path"].endswith("AnchorRouting")]
+    assert AnchorRouting(**routing["init_args"]).anchors_for(preset.groups_per_step) == anchors
+    assert groups * preset.group_size == anchors * preset.group_size  # executed rollouts a step, equal
+    assert {k: v for k, v in config["data"]["init_args"].items() if k != "groups_per_step"} == \
+        {k: v for k, v in full["data"]["init_args"].items() if k != "groups_per_step"}
+    for name, base, shipped in (("cpu", "quickstart.yaml", 1), ("paper", "paper_4b.yaml", 2)):
+        overlay = yaml.safe_load((ROOT / f"configs/autoresearch/ablations/{name}/real_grpo_equal_budget.yaml").read_text())
+        wmrl = yaml.safe_load((ROOT / f"configs/autoresearch/ablations/{name}/wmrl.yaml").read_text())
+        groups_there = yaml.safe_load((ROOT / "configs/autoresearch" / base).read_text())["data"]["init_args"]
+        (r,) = [c for c in wmrl["trainer"]["callbacks+"] if c["class_path"].endswith("AnchorRouting")]
+        assert overlay["data"]["init_args"]["groups_per_step"] == shipped == \
+            AnchorRouting(**r["init_args"]).anchors_for(groups_there["groups_per_step"])
 
 
 def test_the_gpu_preset_keeps_the_paper_config_and_puts_the_world_model_on_vllm(tmp_path, monkeypatch):
@@ -110,6 +138,7 @@ def test_results_limit_and_intervals_from_logged_runs(tmp_path):
     for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
         fake_run(out, arm, 150, {"time/generate": 60, "time/update": 40, "time/env": 45, "time/world_model": 5},
                  4, {t: [0.0] * 8 for t in poor} if arm == "pure_world_model" else poor)
+    fake_run(out, speedup.EQUAL_BUDGET, 80, {"time/generate": 15, "time/update": 10, "time/env": 50}, 2, poor)
 
     real, wmrl = speedup.read_arm(out / "runs" / "real_grpo", "real_grpo"), speedup.read_arm(out / "runs" / "wmrl", "wmrl")
     limit = speedup.speedup_limit(real, wmrl, rollouts_per_step=8)
@@ -188,7 +217,8 @@ def test_every_cpu_learn_arm_instantiates_with_the_pretrained_world_model_and_cp
             assert (c.floor, c.fraction) == ((0, 0.0) if arm == "pure_world_model" else (1, 0.1))
     # the quickstart's learning settings: the LoRA lr and the 13 tabular training tasks, 3 held-out tasks
     assert cli.model.hparams.lr == 3.0e-4 and len(cli.datamodule.train_tasks) == 13
-    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (4, 3)
+    groups = 1 if arm == speedup.EQUAL_BUDGET else 4  # the equal-budget arm: full WMRL's one anchor group
+    assert (cli.datamodule.groups_per_step, cli.model.hparams.group_size) == (groups, 3)
     assert cli.datamodule.eval_samples == 6 and cli.model.hparams.eval_at_start is True
     assert cli.model.environments["real"].log.use_cache is False
 
@@ -205,6 +235,8 @@ def test_the_learning_summary_json_checks_and_figures_from_logged_runs(tmp_path)
     for arm in ("pure_world_model", "uncorrected", "debias_only", "denoise_only"):
         fake_run(out, arm, 200, {"time/generate": 60, "time/update": 40, "time/env": 50, "time/world_model": 5,
                                  "debias/refits": 2.0}, 3, start, steps=3)
+    fake_run(out, speedup.EQUAL_BUDGET, 100, {"time/generate": 20, "time/update": 15, "time/env": 50}, 3, start,
+             steps=3)
     for arm in speedup.ARMS:  # the start evaluated at 0.3 everywhere: the pairs of every arm
         lines = (out / "runs" / arm / "heldout.jsonl").read_text().splitlines()
         first = json.loads(lines[0])
@@ -232,6 +264,51 @@ def test_the_learning_summary_json_checks_and_figures_from_logged_runs(tmp_path)
     for name in ("cpu-learn_heldout_vs_time.png", "cpu-learn_heldout_vs_executions.png", "cpu-learn_train_reward.png"):
         assert (results / "results" / name).stat().st_size > 10_000 and f"(results/{name})" in text
     assert not (results / "RESULTS.md").exists()  # the cpu-quick page is left alone
+
+
+@pytest.mark.parametrize("arm", ["real_grpo", speedup.EQUAL_BUDGET, "wmrl"])
+def test_the_cpu_quality_arms_leave_the_model_to_choose(arm, tmp_path, monkeypatch):
+    """cpu-learn's settings with the ``score`` starter view: the prompt shows the starter's validation score, not its
+    model line; 8 held-out samples a task so that a task's best-of-k has an interval."""
+    preset = speedup.PRESETS["cpu-quality"]
+    cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=True)
+    env = cli.model.environments["real"]
+    assert env.starter_view == "score" and env.log.use_cache is False
+    assert env.starter("airport_state").rstrip().endswith("finish(model)")
+    assert cli.model.hparams.prefill == "starter_estimator" and len(cli.datamodule.train_tasks) == 13
+    assert cli.datamodule.eval_samples == 8 and cli.trainer.max_steps == preset.steps
+    assert cli.datamodule.groups_per_step == (1 if arm == speedup.EQUAL_BUDGET else 4)
+
+
+def test_the_quality_checks_read_best_of_k_per_task_and_the_equal_budget_difference(tmp_path):
+    start = {"a": [0.4, 0.4, 0.0, 0.4], "b": [0.5, 0.5, 0.5, 0.5], "c": [0.2, 0.0, 0.2, 0.2]}
+    better = {"a": [0.8, 0.9, 0.8, 0.8], "b": [0.9, 0.8, 0.9, 0.9], "c": [0.2, 0.0, 0.2, 0.9]}
+    out = tmp_path / "cpu-quality"
+    fake_run(out, "real_grpo", 300, {"time/generate": 60, "time/update": 40, "time/env": 200}, 16, better, steps=3)
+    fake_run(out, speedup.EQUAL_BUDGET, 100, {"time/generate": 20, "time/update": 15, "time/env": 50}, 4, start,
+             steps=3)
+    for arm in ("real_grpo", speedup.EQUAL_BUDGET):
+        lines = (out / "runs" / arm / "heldout.jsonl").read_text().splitlines()
+        first = json.loads(lines[0])
+        first["tasks"] = [{"task_id": t, "valid_rate": 1.0, "positions": p} for t, p in start.items()]
+        (out / "runs" / arm / "heldout.jsonl").write_text(json.dumps(first) + "\n" + lines[1] + "\n")
+    results = tmp_path / "results"
+    speedup.main(["--preset", "cpu-quality", "--arms", "real_grpo", speedup.EQUAL_BUDGET, "--out", str(tmp_path),
+                  "--results", str(results), "--reuse"])
+    record = json.loads((results / "results" / "cpu-quality.json").read_text())
+    tasks = record["arms"]["real_grpo"]["per_task"]
+    assert (tasks["a"]["best_of_k_start"], tasks["a"]["best_of_k"]) == (0.4, 0.9)
+    assert tasks["a"]["best_of_k_gain"]["low"] > 0 and tasks["b"]["best_of_k_gain"]["low"] > 0
+    assert tasks["c"]["best_of_k_gain"]["point"] == pytest.approx(0.7) and tasks["c"]["best_of_k_gain"]["low"] == 0
+    assert record["arms"]["real_grpo"]["difference_to_equal_budget"]["low"] > 0
+    assert record["arms"][speedup.EQUAL_BUDGET]["difference_to_equal_budget"] is None
+    checks = {c["check"]: c["holds"] for c in record["checks"]}
+    name = "Real-execution GRPO: held-out best-of-k above the start's, paired interval above 0, on >= 2 tasks"
+    assert checks[name] and not checks[name.replace("Real-execution GRPO", speedup.LABELS[speedup.EQUAL_BUDGET])]
+    assert checks["Real-execution GRPO minus Real GRPO at WMRL's executions (held-out mean position, paired): "
+                  "interval above 0"]
+    text = (results / "RESULTS-quality.md").read_text()
+    assert "| Real-execution GRPO | a | 0.40 -> 0.90 | +0.500 [" in text and "## Quality checks" in text
 
 
 @pytest.mark.parametrize("arm", ["real_grpo", "wmrl"])

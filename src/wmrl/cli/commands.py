@@ -472,7 +472,7 @@ def cmd_evaluate(args) -> None:
     sandbox = _sandbox(args)
     try:  # the policies' scripts are untrusted: a sandbox that cannot hide the answers is refused, as in training
         env = SandboxEnvironment(suite, sandbox, use_cache=not args.no_cache, starter_solution=args.starter,
-                                 allow_weak_isolation=args.allow_weak_isolation,
+                                 starter_view=args.starter_view, allow_weak_isolation=args.allow_weak_isolation,
                                  allow_weak_bounds=args.allow_weak_bounds)
     except ValueError as exc:
         message = str(exc)
@@ -617,10 +617,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "checkpoint's eval_temperature)")
     p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per turn (default: the checkpoint's)")
     p.add_argument("--max-turns", type=int, default=None, help="turns per sample (default: the checkpoint's)")
-    p.add_argument("--prefill", choices=("none", "fence", "starter_head"), default=None,
+    p.add_argument("--prefill", choices=("none", "fence", "starter_head", "starter_estimator"), default=None,
                    help="how each turn starts (default: the checkpoint's)")
     p.add_argument("--starter", default="linear_baseline", help="the starter solution the prompts show "
                    "(environment.init_args.starter_solution of the fit; default linear_baseline)")
+    p.add_argument("--starter-view", default="script", choices=("script", "score"), help="how the prompts show the "
+                   "starter (environment.init_args.starter_view of the fit; default script)")
     p.add_argument("--no-cache", action="store_true", help="execute every script even if the execution log has it")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--allow-weak-isolation", action="store_true", help="run the policies' scripts in a sandbox "

@@ -33,7 +33,9 @@ FEEDBACK_TEMPLATE = (
     "Execution result of your script:\n{feedback}\n\n"
     "Write an improved complete script in one ```python code block."
 )
-Prefill = Literal["none", "fence", "starter_head"]
+Prefill = Literal["none", "fence", "starter_head", "starter_estimator"]
+PREFILLS = ("none", "fence", "starter_head", "starter_estimator")
+_ESTIMATOR_SLOT = re.compile(r"make_pipeline\(\s*preprocess\s*,")
 FENCE = OPEN_FENCE + "\n"  # the opening of a turn's code block (the ``fence`` prefill)
 _CODE_BLOCK = re.compile(r"```(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -75,13 +77,31 @@ def starter_head(starter: str) -> str:
     return "".join(lines[: end + 1])
 
 
+def estimator_head(starter: str) -> str:
+    r"""The part of a starter a ``starter_estimator`` turn begins with: :func:`starter_head` and its model line up to
+    the estimator (``model = make_pipeline(preprocess,``, without the space: a BPE tokenizer spells the estimator's
+    name with its leading space, `` RandomForestClassifier``, and a prefill ending in a space left SmolLM2-135M off
+    its usual tokens), so that the first tokens the policy samples name the estimator. A model line of another shape
+    gives the :func:`starter_head`.
+
+    >>> estimator_head("x = 1\nmodel = make_pipeline(preprocess, Ridge())\nfinish(model)\n")
+    'x = 1\nmodel = make_pipeline(preprocess,'
+    >>> estimator_head("x = 1\nmodel = Ridge()\n")
+    'x = 1\n'
+    """
+    head = starter_head(starter)
+    line = starter[len(head):].partition("\n")[0]
+    match = _ESTIMATOR_SLOT.search(line) if line.lstrip().startswith(("model =", "model=")) else None
+    return head + line[: match.end()] if match else head
+
+
 def response_prefill(mode: Prefill, starter: str | None) -> str:
     """The text an assistant turn starts with (see :class:`AgentSettings`)."""
     if mode == "none":
         return ""
     if mode == "fence" or not starter:
         return FENCE
-    return FENCE + starter_head(starter)
+    return FENCE + (estimator_head(starter) if mode == "starter_estimator" else starter_head(starter))
 
 
 @dataclass(frozen=True)
@@ -96,7 +116,9 @@ class AgentSettings:
         system_prompt: the system message.
         prefill: how each assistant turn starts, before the policy's first sampled token (see
             :func:`response_prefill`): ``none``; ``fence`` (the opening of the python block); ``starter_head``
-            (the block opened with the starter's imports and data loading, up to its model definition). The
+            (the block opened with the starter's imports and data loading, up to its model definition);
+            ``starter_estimator`` (that and the model line up to its estimator, :func:`estimator_head`: with the
+            ``score`` starter view of the real environment the policy's first tokens choose the estimator). The
             prefill is part of the prompt (no loss) and of the turn's text (the code parsed and executed).
         overlap: real executions run in a background thread while world models answer their turns (executions
             are the slow path; on a GPU machine the world model's forward passes cost the CPU little).
@@ -116,8 +138,8 @@ class AgentSettings:
             raise ValueError(f"max_turns must be >= 1 (got {self.max_turns})")
         if self.observation_tokens < 16:
             raise ValueError(f"observation_tokens must be >= 16 (got {self.observation_tokens})")
-        if self.prefill not in ("none", "fence", "starter_head"):
-            raise ValueError(f"prefill must be none, fence or starter_head (got {self.prefill!r})")
+        if self.prefill not in PREFILLS:
+            raise ValueError(f"prefill must be one of {', '.join(PREFILLS)} (got {self.prefill!r})")
 
 
 @dataclass

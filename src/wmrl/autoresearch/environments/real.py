@@ -18,6 +18,7 @@ from wmrl.autoresearch.environments.execution_log import ExecutionLog, cache_key
 from wmrl.autoresearch.environments.grader import check_script, grade
 from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, Sandbox, SandboxLimits
 from wmrl.autoresearch.tasks.build import STARTER_HEADING, BuiltTask
+from wmrl.autoresearch.tasks.model_choice import choice_prompt, choice_starter
 from wmrl.autoresearch.tasks.suite import TaskSuite
 from wmrl.types import Outcome, Source
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from wmrl.types import StepRequest
 
 log = logging.getLogger(__name__)
+STARTER_VIEWS = ("script", "score")  # SandboxEnvironment(starter_view=...)
 
 
 class SandboxEnvironment:
@@ -43,6 +45,12 @@ class SandboxEnvironment:
             reference solution, or ``heavy_boosting``: the heavy execution tier of ``benchmarks/speedup.py``, a
             long gradient-boosting run in the baseline's shape, so that execution costs what it does in heavy
             AutoResearch work.
+        starter_view: how the prompt shows the starter. ``script`` (default): whole, as a working solution to improve
+            on. ``score``: a tabular starter's head up to its model line, rewritten so that a ``finish(model)``
+            helper does the fitting, scoring and writing, with the starter's measured validation score to beat
+            (:mod:`wmrl.autoresearch.tasks.model_choice`): the policy chooses the estimator, which is what a small policy can
+            learn to do better (``benchmarks/speedup.py --preset cpu-quality``). The starter is run once per task
+            to measure its score.
         allow_weak_isolation: accept a sandbox that cannot hide the answers: ``ProcessSandbox`` with
             isolation ``unshare`` or ``none`` (what ``auto`` falls back to without bubblewrap) runs the script as
             the host user on the host filesystem, where it can read the answers and write the execution log.
@@ -68,11 +76,17 @@ class SandboxEnvironment:
         use_cache: bool = True,
         timeout_s: float | None = None,
         starter_solution: str = "linear_baseline",
+        starter_view: str = "script",
         allow_weak_isolation: bool = False,
         allow_weak_bounds: bool = False,
     ) -> None:
         self.suite = suite or TaskSuite()
         self.starter_solution = starter_solution
+        if starter_view not in STARTER_VIEWS:
+            raise ValueError(f"model.init_args.environment.init_args.starter_view: {starter_view!r} is not one of "
+                             f"{', '.join(STARTER_VIEWS)}")
+        self.starter_view = starter_view
+        self._starter_scores: dict[str, float | None] = {}
         if sandbox is None:
             from wmrl.autoresearch.environments.sandbox import ProcessSandbox
 
@@ -173,6 +187,9 @@ class SandboxEnvironment:
     def prompt(self, task_id: str) -> str:
         """The task prompt the agent reads (its starter section shows :meth:`starter`)."""
         task = self.suite.get(task_id)
+        if self.starter_view == "score":
+            return choice_prompt(task.description, STARTER_HEADING, self.starter(task_id),
+                                 self.starter_score(task_id), task.higher_is_better)
         if self.starter_solution == "linear_baseline":
             return task.description
         head, _, _ = task.description.partition(STARTER_HEADING)
@@ -182,9 +199,22 @@ class SandboxEnvironment:
     def starter(self, task_id: str) -> str:
         """The task's starter solution: the one named by ``starter_solution``."""
         try:
-            return self.suite.get(task_id).starter_solution(self.starter_solution)
+            starter = self.suite.get(task_id).starter_solution(self.starter_solution)
         except (KeyError, ValueError) as err:
             raise ValueError(f"model.init_args.environment.init_args.starter_solution: {err.args[0]}") from None
+        if self.starter_view == "script":
+            return starter
+        try:
+            return choice_starter(starter)
+        except ValueError as err:
+            raise ValueError(f"model.init_args.environment.init_args.starter_view: score: task {task_id!r}: "
+                             f"{err.args[0]}; use starter_view: script for it") from None
+
+    def starter_score(self, task_id: str) -> float | None:
+        """The starter's own ``VALIDATION_SCORE``, measured by running it once (per task and environment)."""
+        if task_id not in self._starter_scores:
+            self._starter_scores[task_id] = self.execute(task_id, self.starter(task_id)).validation_score
+        return self._starter_scores[task_id]
 
     def _key(self, task: BuiltTask, script: str) -> str:
         limits = self.limits(task)

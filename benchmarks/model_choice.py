@@ -1,0 +1,71 @@
+"""What choosing the model can buy: every estimator of the ``score`` view's menu, executed on each task.
+
+The ``score`` starter view (``SandboxEnvironment(starter_view="score")``, :mod:`wmrl.autoresearch.tasks.model_choice`) leaves the
+policy one choice: the estimator of ``model = make_pipeline(preprocess, <estimator>)``. This benchmark writes that
+line with each estimator the prompt offers (``candidate_lines``: the starter's own, then the menu's), runs the script for real in the process sandbox and
+prints, per task, the leaderboard position of each, the starter's own and the best. Where the best is the starter's,
+no choice can raise the score; where estimators differ, a group of valid samples has rewards that differ and GRPO
+has something to learn. Run it on the train split to choose tasks and settings (``cpu-quality`` in
+``benchmarks/speedup.py``); a held-out run only says how much room its tasks leave, after the choice.
+
+    python benchmarks/model_choice.py --split train --out benchmarks/results/model-choice-train.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.tasks.model_choice import candidate_lines
+from wmrl.types import Status
+
+
+def with_line(starter: str, model_line: str) -> str:
+    """The choice starter with ``model_line`` in place of its own."""
+    lines = starter.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("model ="))
+    lines[at] = model_line
+    return "\n".join(lines) + "\n"
+
+
+def _position(position: float | None) -> str:
+    return "-" if position is None else f"{position:.2f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--tasks", nargs="*", help="task ids (override --split)")
+    parser.add_argument("--out", type=Path, help="JSON of every execution")
+    args = parser.parse_args(argv)
+
+    env = SandboxEnvironment(starter_view="score", use_cache=False)
+    tasks = args.tasks or [s.id for s in env.suite.specs(args.split) if s.type not in ("forecast", "survival")]
+    started, rows = time.perf_counter(), []
+    for task_id in tasks:
+        starter = env.starter(task_id)
+        scripts = [(line.partition("preprocess, ")[2][:-1], with_line(starter, line))
+                   for line in candidate_lines(starter)]
+        outcomes = env.execute_many([(task_id, s) for _, s in scripts])
+        runs = [{"estimator": e, "status": o.status.value, "position": o.position, "validation": o.validation_score,
+                 "seconds": round(o.wall_seconds, 1)} for (e, _), o in zip(scripts, outcomes, strict=True)]
+        own = runs[0]["position"]
+        valid = [r for r in runs if r["status"] == Status.VALID.value]
+        best = max(valid, key=lambda r: r["position"], default=None)
+        rows.append({"task": task_id, "starter_position": own, "best": best, "runs": runs,
+                     "better_than_starter": sum(r["position"] > (own or 0) for r in valid),
+                     "distinct_positions": len({r["position"] for r in valid})})
+        shown = "  ".join(f"{r['estimator'].split('(')[0][:12]}={_position(r['position'])}" for r in runs)
+        print(f"{task_id:26} starter {_position(own)}  {shown}", flush=True)
+    print(f"({time.perf_counter() - started:.0f} s)")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"split": args.split, "tasks": rows, "date": time.strftime("%Y-%m-%d")},
+                                       indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
