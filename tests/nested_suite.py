@@ -12,9 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def assert_suite_passes(python: Path, folder: str, timeout_s: int) -> None:
     """``python -m pytest tests/<folder>`` on this tree's wmrl (``PYTHONPATH``; ``WMRL_CACHE`` and the rest of this
-    session's environment inherited) passes, and no test in it skipped."""
+    session's environment inherited) passes, and no test in it skipped.
+
+    ``--confcutdir`` keeps ``tests/conftest.py`` (the 3.11 suite's) out, so ``tests/`` itself goes on ``PYTHONPATH``
+    for the helpers the folders share with the main suite (``config_overlays``)."""
     path = ROOT / "tests" / folder
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
     run = subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir", str(path), str(path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
