@@ -231,3 +231,24 @@ def test_a_python_installed_under_tmp_runs_in_the_process_sandbox(process_sandbo
         import shutil
 
         shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_a_venv_reached_through_a_linked_folder_starts(tiny_suite, tmp_path):
+    """A checkout whose ``.venv`` links to another venv: the view holds the venv by its real path, so the sandbox
+    starts the interpreter by its folder's real path (before, every run was an infrastructure error: exit 127,
+    ``setpriv: failed to execute .../.venv/bin/python: No such file or directory``)."""
+    import sys
+
+    from sandbox_probe import bwrap_missing
+
+    from wmrl.autoresearch.environments.sandbox import ProcessSandbox
+
+    if reason := bwrap_missing():
+        pytest.skip(f"no bubblewrap: {reason}")
+    linked = tmp_path / "linked-venv"
+    linked.symlink_to(sys.prefix)
+    python = linked / "bin" / Path(sys.executable).name
+    sandbox = ProcessSandbox(isolation="bwrap", python=str(python))
+    outcome = SandboxEnvironment(tiny_suite, sandbox, use_log=False, timeout_s=30).execute("tiny_iris", VALID_SOLUTION)
+    assert outcome.status is Status.VALID, outcome
+    assert sandbox.python == str(Path(sys.prefix).resolve() / "bin" / python.name)

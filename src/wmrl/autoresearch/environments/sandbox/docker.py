@@ -62,7 +62,7 @@ from wmrl.autoresearch.environments.sandbox.common import (
 from wmrl.autoresearch.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.autoresearch.environments.sandbox.mounts import Mount, MountPlan
 from wmrl.autoresearch.environments.sandbox.process import SANDBOX_UID, sandbox_env
-from wmrl.autoresearch.environments.sandbox.runtime_view import runtime_view
+from wmrl.autoresearch.environments.sandbox.runtime_view import runtime_view, sandbox_interpreter
 from wmrl.autoresearch.environments.sandbox.seccomp import docker_profile
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class DockerSandbox(Sandbox):
         if base_urls is not None and not base_urls:
             raise ValueError("base_urls must name at least one engine (or be None for the local one)")
         self.image = image
-        self.python = python or sys.executable
+        self.python = sandbox_interpreter(python or sys.executable)
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
         self.plan = MountPlan.for_view(runtime_view(self.python, views_dir))

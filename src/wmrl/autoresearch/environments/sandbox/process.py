@@ -73,7 +73,7 @@ from wmrl.autoresearch.environments.sandbox.common import (
 )
 from wmrl.autoresearch.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.autoresearch.environments.sandbox.mounts import Mount, MountPlan
-from wmrl.autoresearch.environments.sandbox.runtime_view import runtime_view
+from wmrl.autoresearch.environments.sandbox.runtime_view import runtime_view, sandbox_interpreter
 from wmrl.autoresearch.environments.sandbox.seccomp import seccomp_program
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class ProcessSandbox(Sandbox):
     ) -> None:
         super().__init__(max_concurrency)
         self.isolation = resolve_isolation(isolation)
-        self.python = python or sys.executable
+        self.python = sandbox_interpreter(python or sys.executable)
         self.tmp_root = tmp_root
         self.drop_uid = self.isolation == "bwrap" and os.geteuid() == 0
         self.bundled = bundled_data_dirs()

@@ -327,6 +327,24 @@ def default_views_dir() -> Path:
 _memo: dict[tuple[str, str], RuntimeView] = {}
 
 
+def sandbox_interpreter(python: str) -> str:
+    """``python`` as the sandbox starts it: its folder resolved, the file itself kept. The view shows the
+    interpreter's prefixes by their real paths, so a venv reached through a linked folder (a checkout whose
+    ``.venv`` links to another) would not be found inside it; the file stays a link, because a venv's
+    ``bin/python`` links to the base interpreter and Python finds the venv from the path it is started by.
+
+    >>> import os, tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> os.makedirs(f"{root}/real/bin"); os.symlink(f"{root}/real", f"{root}/linked")
+    >>> sandbox_interpreter(f"{root}/linked/bin/python") == os.path.realpath(f"{root}/real/bin") + "/python"
+    True
+    """
+    if os.sep not in python:  # a name looked up on PATH
+        return python
+    folder, name = os.path.split(os.path.abspath(python))
+    return os.path.join(os.path.realpath(folder), name)
+
+
 def runtime_view(python: str, views_dir: str | Path | None = None) -> RuntimeView:
     """The cached runtime view of ``python``, built on first use (seconds; a file lock makes concurrent
     builders wait for one another instead of building twice)."""
