@@ -398,7 +398,7 @@ def read_arm(run_dir: Path, arm: str) -> ArmResult:
         steps=steps,
         positions=samples(final[-1]),
         start_positions=samples(start[0]) if start else None,
-        valid_rate=float(np.mean([t["valid_rate"] for t in tasks])),
+        valid_rate=float(np.mean([t["valid_rate"] for t in tasks if t["valid_rate"] is not None] or [np.nan])),
         meta=json.loads(meta_path.read_text()) if meta_path.is_file() else {},
     )
 
@@ -539,7 +539,10 @@ def per_task(start: dict[str, list[float]], after: dict[str, list[float]]) -> di
     """Per held-out task, against the starting policy (the same evaluation seeds: sample ``i`` before and after are
     a pair): the mean position's paired gain and the best-of-k (the best of the K samples) before, after and its
     paired rise, each with a 95% bootstrap interval over the task's K pairs."""
-    return {t: {"best_of_k_start": max(start[t], default=0.0), "best_of_k": max(after[t], default=0.0),
+    def best(values: list[float | None]) -> float:  # a missing sample (None) is no 0 and no best
+        return max((v for v in values if v is not None), default=0.0)
+
+    return {t: {"best_of_k_start": best(start[t]), "best_of_k": best(after[t]),
                 "best_of_k_gain": interval(paired_best_of_k(start[t], after[t])),
                 "mean_gain": interval(paired_gain({t: start[t]}, {t: after[t]}))} for t in sorted(start)}
 

@@ -53,3 +53,38 @@ def test_the_end_of_fit_report_prints_the_gain_only_for_a_paired_evaluation():
     assert "gain over the start: improved: +0.2" in report and "24 samples of 4 tasks, same seeds" in report
     assert "gain over" not in held_out_report(history[1:], [after])  # no start: nothing to pair with
     assert "gain over" not in held_out_report(history, [before, {"t0": [0.1]}])  # different samples: not paired
+
+
+def test_a_held_out_sample_lost_to_the_infrastructure_is_missing_never_a_zero():
+    """A sandbox that cannot start the script (exit 127 before the script ran) makes the sample missing: it counts
+    in no summary value and no gain, the printout names it with its error, and the report says it is the
+    infrastructure, not the policy (before, 18 such samples printed as "score 0.000" with the no-foothold advice)."""
+    from wmrl.evaluation import mean_summary, sample_record, task_line, task_summary
+    from wmrl.evaluation.report import MISSING_ADVICE, NO_VALID_ADVICE
+    from wmrl.types import Outcome, Status, Trajectory, Turn
+
+    def sample(outcome):
+        return sample_record(Trajectory("t", 0, (Turn("```python\nx\n```", "x", outcome, 5, "stop"),)))
+
+    lost = Outcome(Status.INFRA_ERROR, None, error="infra: sandbox did not start the script (exit code 127)")
+    records = [sample(Outcome(Status.VALID, 0.9, position=0.8)), sample(lost), sample(Outcome(Status.RUNTIME_ERR, 0.1))]
+    assert [r["missing"] for r in records] == [False, True, False]
+    summary = task_summary("t", records)
+    assert summary["valid_rate"] == 0.5 and summary["mean_position"] == 0.4 and summary["missing"] == 1
+    assert summary["positions"] == [0.8, None, 0.0] and summary["valid"] == [True, None, False]
+    assert task_line({**summary, "samples": records}) == (
+        "t: 1/2 valid, positions 0.80 ? -; 1 missing (infra: sandbox did not start the script (exit code 127))")
+
+    all_lost = task_summary("u", [sample(lost), sample(lost)])
+    assert all_lost["score"] is None and all_lost["best_of_k"] is None and all_lost["missing"] == 2
+    start = mean_summary([summary, all_lost])
+    assert start["valid_rate"] == 0.5 and start["missing"] == 3  # the task measured, not a 0 for the other
+
+    nothing = mean_summary([all_lost])
+    report = held_out_report([("start", nothing), ("step 3", nothing)], [{"u": [None, None]}, {"u": [None, None]}])
+    assert "score missing" in report and "(2 samples missing)" in report
+    assert "gain over the start: not measured" in report
+    assert MISSING_ADVICE in report and NO_VALID_ADVICE not in report
+
+    assert paired_gain({"t": [0.8, None, 0.0]}, {"t": [0.9, 0.5, None]})[0] == pytest.approx(0.1)  # one pair left
+    assert bootstrap_mean({"t": [0.8, None, 0.0]})[0] == pytest.approx(0.4)

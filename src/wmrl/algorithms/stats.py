@@ -5,6 +5,9 @@ A held-out evaluation draws ``K`` samples per task; a task's score is the mean o
 the bootstrap resamples *samples within tasks*. Two evaluations of one run (the starting policy and the trained
 one) sample with the same seeds: sample ``i`` of a task before and after share their randomness, and the gain's
 interval resamples those pairs together (:func:`paired_gain`), which is what makes a small change measurable.
+
+A missing sample (``None``: its execution failed for infrastructure reasons, :mod:`wmrl.evaluation.records`) is
+left out, never read as 0: from the samples of its task, and in paired comparisons with its pair.
 """
 
 from __future__ import annotations
@@ -15,11 +18,30 @@ import numpy as np
 
 RESAMPLES = 2000
 
-Samples = Mapping[str, Sequence[float]]
+Samples = Mapping[str, Sequence[float | None]]
+
+
+def _values(values: Sequence[float | None]) -> np.ndarray:
+    """``values`` as floats, a missing one (``None``) as nan."""
+    return np.asarray([np.nan if v is None else v for v in values], dtype=float)
 
 
 def _stacked(samples: Samples, tasks: list[str]) -> list[np.ndarray]:
-    return [np.asarray(samples[t], dtype=float) for t in tasks]
+    """Each task's measured samples (missing ones left out; a task with none left out)."""
+    groups = [_values(samples[t]) for t in tasks]
+    return [g[~np.isnan(g)] for g in groups if (~np.isnan(g)).any()]
+
+
+def _paired(before: Sequence[float | None], after: Sequence[float | None], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of ``before`` and ``after`` with both sides measured."""
+    b, a = _values(before), _values(after)
+    if b.shape != a.shape:
+        raise ValueError(f"{what}: {len(b)} samples before and {len(a)} after; a paired comparison needs the same")
+    keep = ~(np.isnan(b) | np.isnan(a))
+    return b[keep], a[keep]
+
+
+NOTHING = (float("nan"), float("nan"), float("nan"))  # an interval of nothing measured
 
 
 def bootstrap_mean(samples: Samples, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, float]:
@@ -28,9 +50,13 @@ def bootstrap_mean(samples: Samples, resamples: int = RESAMPLES, seed: int = 0) 
     >>> mean, low, high = bootstrap_mean({"a": [0.2, 0.4], "b": [0.6, 0.8]})
     >>> round(mean, 3), low <= mean <= high
     (0.5, True)
+    >>> round(bootstrap_mean({"a": [0.2, None, 0.4]})[0], 3)  # a missing sample is left out, not a 0
+    0.3
     """
     rng = np.random.default_rng(seed)
     groups = _stacked(samples, list(samples))
+    if not groups:
+        return NOTHING
     means = np.zeros(resamples)
     for g in groups:
         means += rng.choice(g, size=(resamples, len(g)), replace=True).sum(axis=1)
@@ -53,6 +79,8 @@ def bootstrap_difference(a: Samples, b: Samples, resamples: int = RESAMPLES, see
     for samples, offset in ((a, 1), (b, 2)):
         rng = np.random.default_rng(seed + offset)
         groups = _stacked(samples, sorted(samples))
+        if not groups:
+            return NOTHING
         total = sum(rng.choice(g, size=(resamples, len(g)), replace=True).sum(axis=1) for g in groups)
         draws.append(total / sum(len(g) for g in groups))
     diff = draws[0] - draws[1]
@@ -69,17 +97,16 @@ def paired_gain(before: Samples, after: Samples, resamples: int = RESAMPLES, see
     (0.3, True)
     >>> paired_gain({"a": [0.3, 0.5]}, {"a": [0.3, 0.5]})  # nothing moved: an interval of zero width
     (0.0, 0.0, 0.0)
+    >>> paired_gain({"a": [0.3, 0.5]}, {"a": [None, 0.9]})  # the pair with a missing side is dropped
+    (0.4, 0.4, 0.4)
     """
     if sorted(before) != sorted(after):
         raise ValueError(f"the evaluations cover different tasks: {sorted(before)} vs {sorted(after)}")
-    tasks = sorted(before)
-    deltas = []
-    for t in tasks:
-        b, a = np.asarray(before[t], dtype=float), np.asarray(after[t], dtype=float)
-        if b.shape != a.shape:
-            raise ValueError(f"task {t}: {len(b)} samples before and {len(a)} after; a paired gain needs the same")
-        deltas.append(a - b)
-    return bootstrap_mean(dict(zip(tasks, deltas, strict=True)), resamples, seed)
+    deltas = {}
+    for t in sorted(before):
+        b, a = _paired(before[t], after[t], f"task {t}")
+        deltas[t] = a - b
+    return bootstrap_mean(deltas, resamples, seed)
 
 
 def paired_best_of_k(before: Sequence[float], after: Sequence[float], resamples: int = RESAMPLES,
@@ -95,9 +122,11 @@ def paired_best_of_k(before: Sequence[float], after: Sequence[float], resamples:
     >>> paired_best_of_k([0.4, 0.4, 0.4, 0.4], [0.4, 0.4, 0.4, 0.9])[1]  # one sample's rise: the interval holds 0
     0.0
     """
-    b, a = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
-    if b.shape != a.shape or not len(b):
-        raise ValueError(f"{len(b)} samples before and {len(a)} after; a paired best-of-k needs the same K > 0")
+    if len(before) != len(after) or not len(before):
+        raise ValueError(f"{len(before)} samples before and {len(after)} after; a paired best-of-k needs the same K > 0")
+    b, a = _paired(before, after, "best-of-k")
+    if not len(b):
+        return NOTHING
     rng = np.random.default_rng(seed)
     index = rng.integers(0, len(b), size=(resamples, len(b)))
     diffs = a[index].max(axis=1) - b[index].max(axis=1)

@@ -39,7 +39,7 @@ from wmrl.autoresearch.grpo_build import (
 )
 from wmrl.autoresearch.grpo_loss import micro_batch_loss, micro_batches
 from wmrl.autoresearch.grpo_metrics import rollout_metrics, training_row
-from wmrl.evaluation import mean_summary, sample_record, task_summary, write_samples
+from wmrl.evaluation import mean_summary, sample_record, task_line, task_summary, write_samples
 from wmrl.evaluation.heldout import run_dir
 from wmrl.evaluation.report import training_report
 from wmrl.models import LoraSettings, is_peft_model
@@ -270,8 +270,7 @@ class GRPOModule(RLModule):
         start = time.perf_counter()
         results = self.evaluate(task_ids, samples, seed)
         for r in results:
-            shown = " ".join("-" if s["position"] is None else f"{s['position']:.2f}" for s in r["samples"])
-            rank_zero_info(f"  {r['task_id']}: {round(r['valid_rate'] * samples)}/{samples} valid, positions {shown}")
+            rank_zero_info(f"  {task_line(r)}")
         rank_zero_info(f"  ({time.perf_counter() - start:.0f} s)")
         return results
 
@@ -304,9 +303,10 @@ class GRPOModule(RLModule):
         if not results or self.trainer.sanity_checking:
             return
         summary = self._keep(prefix, results)
-        self.log_dict({f"{prefix}/{k}": v for k, v in summary.items()}, batch_size=len(results))
+        self.log_dict({f"{prefix}/{k}": v for k, v in summary.items() if v is not None}, batch_size=len(results))
         for r in results:
-            self.log(f"{prefix}_task/{r['task_id']}/score", r["score"], batch_size=1)
+            if r["score"] is not None:  # None: every sample of the task missing
+                self.log(f"{prefix}_task/{r['task_id']}/score", r["score"], batch_size=1)
 
     def _keep(self, split: str, results: list[dict]) -> dict[str, float]:
         """Keep one evaluation (:class:`~wmrl.evaluation.heldout.HeldOutLog`: the per-sample positions in

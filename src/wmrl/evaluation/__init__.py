@@ -8,8 +8,9 @@ from wmrl.evaluation.records import (
     mean_summary,
     paired_differences,
     sample_record,
+    task_line,
     task_summary,
     write_samples,
 )
 
-__all__ = ["SUMMARY_KEYS", "mean_summary", "paired_differences", "sample_record", "task_summary", "write_samples"]
+__all__ = ["SUMMARY_KEYS", "mean_summary", "paired_differences", "sample_record", "task_line", "task_summary", "write_samples"]

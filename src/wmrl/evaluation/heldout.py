@@ -86,7 +86,7 @@ class HeldOutLog:
             return
         metrics = evaluate()
         for logger in module.loggers:
-            logger.log_metrics({f"heldout/{k}": v for k, v in metrics.items()}, step=0)
+            logger.log_metrics({f"heldout/{k}": v for k, v in metrics.items() if v is not None}, step=0)
 
     def report(self) -> str:
         """The end-of-fit text ("" when nothing was evaluated)."""

@@ -10,6 +10,11 @@ A task's summary over its ``K`` samples (the numbers ``GRPOModule`` logs):
 - ``best_of_k``: the best position of any sample;
 - ``score``: valid rate x mean position of the valid samples (the paper's per-task value).
 
+A sample whose execution failed for infrastructure reasons (the sandbox did not start the script, an engine went
+away: ``Outcome.missing``) is *missing*: it counts in none of these and is no 0. Its entry in ``positions`` and
+``valid`` is ``None``, the task's ``missing`` counts it, and a task with nothing but missing samples has ``None``
+for every summary value. Paired comparisons drop the pairs with a missing side.
+
 Two policies evaluated with the same seed on the same tasks sample with shared randomness (the generation
 engine's seeded stream), so their sample ``i`` of a task are paired; :func:`paired_differences` resamples those
 pairs (:func:`wmrl.algorithms.stats.paired_gain`).
@@ -29,39 +34,84 @@ SUMMARY_KEYS = ("valid_rate", "mean_position", "best_of_k", "score")
 
 
 def sample_record(trajectory: Trajectory) -> dict[str, Any]:
-    """One sample as plain data: its position (the best valid turn's, ``None`` for none) and every turn's text,
-    code and outcome."""
+    """One sample as plain data: its position (the best valid turn's, ``None`` for none), whether it is missing
+    (no valid turn, and its last turn's execution failed for infrastructure reasons) and every turn's text, code
+    and outcome."""
     position = max((t.outcome.position for t in trajectory.turns if t.outcome.status is Status.VALID
                     and t.outcome.position is not None), default=None)
+    missing = position is None and bool(trajectory.turns) and trajectory.turns[-1].outcome.missing
     turns = [{"response": t.response, "code": t.code, "finish_reason": t.finish_reason,
               "response_tokens": t.response_tokens, "outcome": t.outcome.to_dict()} for t in trajectory.turns]
-    return {"task_id": trajectory.task_id, "position": position, "reward": trajectory.reward, "turns": turns}
+    return {"task_id": trajectory.task_id, "position": position, "missing": missing, "reward": trajectory.reward,
+            "turns": turns}
 
 
 def task_summary(task_id: str, samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The summary of one task's samples (module docstring), with the per-sample positions (0: no valid one).
+    """The summary of one task's samples (module docstring), with the per-sample positions (0: no valid one,
+    ``None``: missing).
 
     >>> s = task_summary("t", [{"position": 0.5}, {"position": None}, {"position": 1.0}])
     >>> s["valid_rate"], s["mean_position"], s["best_of_k"], s["score"], s["positions"], s["valid"]
     (0.6666666666666666, 0.5, 1.0, 0.5, [0.5, 0.0, 1.0], [True, False, True])
+    >>> s = task_summary("t", [{"position": 0.5}, {"position": None, "missing": True}])  # counts one sample
+    >>> s["valid_rate"], s["mean_position"], s["positions"], s["valid"], s["missing"]
+    (1.0, 0.5, [0.5, None], [True, None], 1)
+    >>> task_summary("t", [{"position": None, "missing": True}])["score"] is None  # nothing measured
+    True
     """
-    positions = [s["position"] for s in samples]
-    valid = [p for p in positions if p is not None]
-    valid_rate = len(valid) / len(positions) if positions else 0.0
+    missing = [bool(s.get("missing")) for s in samples]
+    counted = [s["position"] for s, gone in zip(samples, missing, strict=True) if not gone]
+    valid = [p for p in counted if p is not None]
+    measured = bool(counted)
+    valid_rate = len(valid) / len(counted) if measured else None
     return {
         "task_id": task_id,
         "valid_rate": valid_rate,
-        "mean_position": sum(valid) / len(positions) if positions else 0.0,
-        "best_of_k": max(valid, default=0.0),
-        "score": valid_rate * (sum(valid) / len(valid) if valid else 0.0),
-        "positions": [p if p is not None else 0.0 for p in positions],
-        "valid": [p is not None for p in positions],
+        "mean_position": sum(valid) / len(counted) if measured else None,
+        "best_of_k": max(valid, default=0.0) if measured else None,
+        "score": valid_rate * (sum(valid) / len(valid) if valid else 0.0) if measured else None,
+        "positions": [None if gone else (s["position"] if s["position"] is not None else 0.0)
+                      for s, gone in zip(samples, missing, strict=True)],
+        "valid": [None if gone else s["position"] is not None for s, gone in zip(samples, missing, strict=True)],
+        "missing": sum(missing),
     }
 
 
-def mean_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The summary keys averaged over tasks (every task weighs the same)."""
-    return {key: sum(r[key] for r in results) / len(results) for key in SUMMARY_KEYS} if results else {}
+def task_line(result: Mapping[str, Any]) -> str:
+    """One task's evaluation as a fit prints it: valid samples, each sample's position (``-``: not valid, ``?``:
+    missing) and, when samples are missing, how many and the first one's infrastructure error.
+
+    >>> print(task_line({"task_id": "t", "valid": [True, False, None], "positions": [0.5, 0.0, None], "missing": 1,
+    ...                  "samples": [{}, {}, {"missing": True, "turns": [{"outcome": {"error": "infra: no engine"}}]}]}))
+    t: 1/2 valid, positions 0.50 - ?; 1 missing (infra: no engine)
+    """
+    valid = result["valid"]
+    shown = " ".join("?" if v is None else f"{p:.2f}" if v else "-"
+                     for v, p in zip(valid, result["positions"], strict=True))
+    line = f"{result['task_id']}: {sum(v is True for v in valid)}/{sum(v is not None for v in valid)} valid, positions {shown}"
+    if result.get("missing"):
+        errors = (t["outcome"].get("error") for s in result.get("samples", ()) if s.get("missing") for t in s["turns"][-1:])
+        first = next((e for e in errors if e), None)
+        line += f"; {result['missing']} missing" + (f" ({first})" if first else "")
+    return line
+
+
+def mean_summary(results: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """The summary keys averaged over the tasks that measured them (every task weighs the same; ``None`` where no
+    task did), and ``missing``: how many samples were missing in all.
+
+    >>> mean_summary([{"score": 0.5, "valid_rate": 1.0, "mean_position": 0.5, "best_of_k": 0.5, "missing": 0},
+    ...               {"score": None, "valid_rate": None, "mean_position": None, "best_of_k": None, "missing": 3}])
+    {'valid_rate': 1.0, 'mean_position': 0.5, 'best_of_k': 0.5, 'score': 0.5, 'missing': 3}
+    """
+    if not results:
+        return {}
+    summary: dict[str, float | None] = {}
+    for key in SUMMARY_KEYS:
+        values = [r[key] for r in results if r[key] is not None]
+        summary[key] = sum(values) / len(values) if values else None
+    summary["missing"] = sum(r.get("missing", 0) for r in results)
+    return summary
 
 
 def write_samples(directory: str | Path, samples: Mapping[str, Sequence[Mapping[str, Any]]]) -> Path:

@@ -47,19 +47,29 @@ def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, lis
     from wmrl.algorithms.stats import describe_gain, paired_gain
 
     lines = ["held-out evaluation (real execution):"]
-    lines += [f"  {when:>10}: score {s['score']:.3f}  mean position {s['mean_position']:.3f}  "
-              f"valid rate {s['valid_rate']:.2f}  best-of-k {s['best_of_k']:.3f}" for when, s in history]
+    lines += [f"  {when:>10}: score {_shown(s['score'], '.3f')}  mean position {_shown(s['mean_position'], '.3f')}  "
+              f"valid rate {_shown(s['valid_rate'], '.2f')}  best-of-k {_shown(s['best_of_k'], '.3f')}"
+              + (f"  ({s['missing']} samples missing)" if s.get("missing") else "") for when, s in history]
     if len(history) >= 2 and history[0][0] == "start" and len(samples) == len(history):
         before, after = samples[0], samples[-1]
         if sorted(before) == sorted(after) and all(len(before[t]) == len(after[t]) for t in before):
             gain, low, high = paired_gain(before, after)
-            unchanged = all(before[t] == after[t] for t in before)
-            n = sum(len(v) for v in before.values())
-            lines.append(f"  gain over the start: {describe_gain(gain, low, high, unchanged)} "
-                         f"(paired bootstrap over {n} samples of {len(before)} tasks, same seeds)")
+            n = sum(b is not None and a is not None for t in before for b, a in zip(before[t], after[t], strict=True))
+            if n:
+                unchanged = all(before[t] == after[t] for t in before)
+                lines.append(f"  gain over the start: {describe_gain(gain, low, high, unchanged)} "
+                             f"(paired bootstrap over {n} samples of {len(before)} tasks, same seeds)")
+            else:
+                lines.append("  gain over the start: not measured (every pair of samples has a missing side)")
             if history[0][1]["valid_rate"] == 0 and history[-1][1]["valid_rate"] == 0:
                 lines.append(NO_VALID_ADVICE)
+    if any(s.get("missing") for _, s in history):
+        lines.append(MISSING_ADVICE)
     return "\n".join(lines)
+
+
+def _shown(value: float | None, spec: str) -> str:
+    return "missing" if value is None else format(value, spec)
 
 
 #: what the end-of-fit report says when no held-out sample was valid before or after (a learning rate is not it)
@@ -69,6 +79,14 @@ NO_VALID_ADVICE = (
     "check the prompt and the starter a task shows (`wmrl tasks show ID`) and that the starter runs "
     "(`wmrl tasks check ID`); keep model.init_args.prefill: starter_head; raise max_new_tokens when most turns end "
     "truncated; compare policies with `wmrl evaluate`."
+)
+
+
+#: what the end-of-fit report says when held-out samples were missing (an infrastructure failure, not the policy)
+MISSING_ADVICE = (
+    "  missing samples: their execution failed for infrastructure reasons (the sandbox or its engine, not the "
+    "policy), so they count in no score and in no gain. The first error of each task is printed with its "
+    "evaluation and kept in <run dir>/samples/; `wmrl exec TASK_ID <run dir>/samples/.../0.py` runs one again."
 )
 
 
