@@ -10,6 +10,11 @@ JSONL: the real executions the world-model fidelity study (``benchmarks/world_mo
 
 With ``--starter-view score`` (the policy writes only the model line, :mod:`wmrl.autoresearch.tasks.model_choice`) it also prints
 how many distinct positions the valid samples reached and their best and worst: the spread GRPO can learn from.
+``--first-lines`` executes nothing: it samples each turn's first ``--max-new-tokens`` tokens and counts the
+first lines written (after the ``starter_estimator`` prefill, the estimator the policy chooses):
+
+    python benchmarks/base_policy.py --tasks wine_cultivar cars_mpg --samples 16 --starter-view score \
+        --prefill starter_estimator --max-new-tokens 24 --first-lines
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="reference solution shown as the starter (gradient_boosting_bagged: the heavy tier)")
     parser.add_argument("--starter-view", default="script", choices=["script", "score"],
                         help="how the prompt shows the starter (SandboxEnvironment's starter_view)")
+    parser.add_argument("--first-lines", action="store_true",
+                        help="execute nothing: count the first line of each sampled turn per task")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
@@ -55,6 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     engine = HFGenerationEngine(policy, tokenizer, max_batch_size=args.batch_size)
     agent = AgentLoop(tokenizer, engine, AgentSettings(1, args.max_new_tokens, 1024, args.temperature,
                                                        args.top_p, prefill=args.prefill))
+    if args.first_lines:
+        first_lines(agent, env, tasks, args)
+        return
     out = args.out.open("a") if args.out else None
     rows = []
     started = time.perf_counter()
@@ -94,6 +104,21 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['tokens']:6.0f}")
     print(f"{'mean':28} {sum(r['code_block'] for r in rows) / total:5.2f} {sum(r['valid'] for r in rows) / total:5.2f} "
           f"{sum(r['truncated'] for r in rows) / total:5.2f}")
+
+
+def first_lines(agent: AgentLoop, env: SandboxEnvironment, tasks: list[str], args: argparse.Namespace) -> None:
+    """Per task, the first lines of ``--samples`` sampled turns and how often each was written (nothing runs)."""
+    from collections import Counter
+
+    from wmrl.types import SamplingParams
+
+    for n, task_id in enumerate(tasks):
+        states = [agent.start(task_id, 0, env.prompt(task_id), env, env.starter(task_id)) for _ in range(args.samples)]
+        params = SamplingParams(args.max_new_tokens, args.temperature, args.top_p, seed=args.seed * 10_000 + n,
+                                code_block_open=args.prefill != "none")
+        lines = Counter(g.text.partition("\n")[0] for g in agent.engine.generate([s.token_ids for s in states], params))
+        print(json.dumps({"task": task_id, "prefill_ends": states[0].prefill[-40:], "first_lines": lines.most_common()}),
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -455,6 +455,7 @@ def cmd_evaluate(args) -> None:
     from wmrl.algorithms.stats import describe_gain
     from wmrl.autoresearch.environments.real import SandboxEnvironment
     from wmrl.cli.evaluate import compare, resolve_policies
+    from wmrl.evaluation.report import MISSING_ADVICE, shown
 
     suite = _suite(args)
     if args.tasks and args.split:
@@ -494,15 +495,20 @@ def cmd_evaluate(args) -> None:
     table.add_column("task")
     for policy in report["policies"]:
         table.add_column(f"{policy['label']}\nvalid / mean pos. / best-of-{args.samples}", justify="right")
+    def cell(s: dict) -> str:
+        return (f"{shown(s['valid_rate'], '.2f')} / {shown(s['mean_position'], '.3f')} / {shown(s['best_of_k'], '.3f')}"
+                + (f" ({s['missing']} missing)" if s.get("missing") else ""))
+
     rows = {t: [] for t in task_ids}
     for policy in report["policies"]:
         for t in policy["tasks"]:
-            rows[t["task_id"]].append(f"{t['valid_rate']:.2f} / {t['mean_position']:.3f} / {t['best_of_k']:.3f}")
+            rows[t["task_id"]].append(cell(t))
     for task_id, cells in rows.items():
         table.add_row(_plain(task_id), *cells)
-    table.add_row("[bold]mean[/bold]", *(f"{p['summary']['valid_rate']:.2f} / {p['summary']['mean_position']:.3f} / "
-                                         f"{p['summary']['best_of_k']:.3f}" for p in report["policies"]))
+    table.add_row("[bold]mean[/bold]", *(cell(p["summary"]) for p in report["policies"]))
     out.print(table)
+    if any(p["summary"].get("missing") for p in report["policies"]):
+        out.print(MISSING_ADVICE.strip().replace("<run dir>/samples/", "the samples folder"), markup=False)
     for diff in report["differences"]:
         position, valid = diff["mean_position"], diff["valid_rate"]
         o = position["overall"]

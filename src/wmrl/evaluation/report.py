@@ -47,8 +47,8 @@ def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, lis
     from wmrl.algorithms.stats import describe_gain, paired_gain
 
     lines = ["held-out evaluation (real execution):"]
-    lines += [f"  {when:>10}: score {_shown(s['score'], '.3f')}  mean position {_shown(s['mean_position'], '.3f')}  "
-              f"valid rate {_shown(s['valid_rate'], '.2f')}  best-of-k {_shown(s['best_of_k'], '.3f')}"
+    lines += [f"  {when:>10}: score {shown(s['score'], '.3f')}  mean position {shown(s['mean_position'], '.3f')}  "
+              f"valid rate {shown(s['valid_rate'], '.2f')}  best-of-k {shown(s['best_of_k'], '.3f')}"
               + (f"  ({s['missing']} samples missing)" if s.get("missing") else "") for when, s in history]
     if len(history) >= 2 and history[0][0] == "start" and len(samples) == len(history):
         before, after = samples[0], samples[-1]
@@ -68,7 +68,8 @@ def held_out_report(history: list[tuple[str, dict]], samples: list[dict[str, lis
     return "\n".join(lines)
 
 
-def _shown(value: float | None, spec: str) -> str:
+def shown(value: float | None, spec: str) -> str:
+    """``value`` formatted, or ``missing`` (every sample behind it was lost to the infrastructure)."""
     return "missing" if value is None else format(value, spec)
 
 
