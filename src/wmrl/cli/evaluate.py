@@ -208,8 +208,8 @@ def compare(
     for other in evaluated[1:]:
         before = {t["task_id"]: t["positions"] for t in reference["tasks"]}
         after = {t["task_id"]: t["positions"] for t in other["tasks"]}
-        valid_before = {t["task_id"]: [None if v is None else float(v) for v in t["valid"]] for t in reference["tasks"]}
-        valid_after = {t["task_id"]: [None if v is None else float(v) for v in t["valid"]] for t in other["tasks"]}
+        valid_before = {t["task_id"]: t["valid"] for t in reference["tasks"]}  # booleans, None for missing: the
+        valid_after = {t["task_id"]: t["valid"] for t in other["tasks"]}  # bootstraps read them as 1 / 0 / left out
         differences.append({"policy": other["name"], "reference": reference["name"],
                             "mean_position": paired_differences(before, after),
                             "valid_rate": paired_differences(valid_before, valid_after)})

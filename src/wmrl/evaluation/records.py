@@ -90,8 +90,8 @@ def task_line(result: Mapping[str, Any]) -> str:
                      for v, p in zip(valid, result["positions"], strict=True))
     line = f"{result['task_id']}: {sum(v is True for v in valid)}/{sum(v is not None for v in valid)} valid, positions {shown}"
     if result.get("missing"):
-        errors = (t["outcome"].get("error") for s in result.get("samples", ()) if s.get("missing") for t in s["turns"][-1:])
-        first = next((e for e in errors if e), None)
+        first = next((s["turns"][-1]["outcome"].get("error") for s in result.get("samples", ()) if s.get("missing")),
+                     None)
         line += f"; {result['missing']} missing" + (f" ({first})" if first else "")
     return line
 
