@@ -263,13 +263,15 @@ class _Placer:
         self.copied_files = 0
         self.copied_bytes = 0
         self.refused_roots: set[str] = set()
+        self.reason = ""
 
     def place(self, source: str, target: str, root: str) -> None:
         try:
             os.link(source, target, follow_symlinks=False)
             return
-        except OSError:
+        except OSError as error:
             self.refused_roots.add(root)
+            self.reason = self.reason or error.strerror or type(error).__name__
         st = os.stat(source, follow_symlinks=False)
         if self.copies is None:
             shutil.copy2(source, target, follow_symlinks=False)
@@ -288,10 +290,11 @@ class _Placer:
         if not self.refused_roots:
             return
         log.warning(
-            "runtime view: hard links from %s into %s were refused (another filesystem or mount); %d files "
-            "(%.2f GB) were copied%s. Set WMRL_RUNTIME_VIEWS to a folder on the installation's filesystem to "
-            "link instead of copying.", ", ".join(sorted(self.refused_roots)), tree, self.copied_files,
-            self.copied_bytes / 1e9, f" into {self.copies}, shared by every view built there" if self.copies else "")
+            "runtime view: hard links from %s into %s were refused (%s; usually the views lie on another "
+            "filesystem or mount); %d new files (%.2f GB) were copied%s. Set WMRL_RUNTIME_VIEWS to a folder on the "
+            "installation's filesystem to link instead of copying.", ", ".join(sorted(self.refused_roots)), tree,
+            self.reason, self.copied_files, self.copied_bytes / 1e9,
+            f" into {self.copies}, shared by every view built there" if self.copies else "")
 
 
 def build_tree(
