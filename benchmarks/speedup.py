@@ -746,17 +746,20 @@ def learning_markdown(summary: dict[str, dict], start: dict | None, world_model:
                   "This cost is paid once, before any arm, and is not in the arms' execution counts below.", ""]
     if start:
         mean, low, high = bootstrap_mean(start)
+        equal = EQUAL_BUDGET in summary  # WMRL's paired difference to real GRPO at its execution budget
         lines += ["## Held-out gain over the starting policy", "",
                   f"Starting policy: {mean:.3f} [{low:.3f}, {high:.3f}] (evaluated once, same seeds as every arm's "
                   "final evaluation: the gains are paired).", "",
                   "| arm | held-out [95% CI] | gain over the start [paired 95% CI] | vs real GRPO [95% CI] "
-                  "| training min | real executions | execution s | pairs | refits | weight |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  + ("| vs equal budget [paired 95% CI] " if equal else "")
+                  + "| training min | real executions | execution s | pairs | refits | weight |",
+                  "|---|---|---|---|" + ("---|" if equal else "") + "---|---|---|---|---|---|"]
         for row in summary.values():
             h = row["held_out"]
             cells = [row[k] for k in ("pairs", "refits", "weight")]
+            versus = [row["difference_to_real_grpo"]] + ([row["difference_to_equal_budget"]] if equal else [])
             lines.append(f"| {row['label']} | {h['point']:.3f} [{h['low']:.3f}, {h['high']:.3f}] | "
-                         f"{interval_text(row['gain_over_start'])} | {interval_text(row['difference_to_real_grpo'])} | "
+                         f"{interval_text(row['gain_over_start'])} | {' | '.join(map(interval_text, versus))} | "
                          f"{row['train_wall_s'] / 60:.1f} | {row['real_executions']} | {row['execution_s']:.0f} | "
                          + " | ".join("-" if v is None else f"{v:g}" for v in cells) + " |")
         lines += ["", "## Checks (as measured; nothing was tuned on the held-out tasks)", "",

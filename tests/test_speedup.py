@@ -309,6 +309,11 @@ def test_the_quality_checks_read_best_of_k_per_task_and_the_equal_budget_differe
                   "interval above 0"]
     text = (results / "RESULTS-quality.md").read_text()
     assert "| Real-execution GRPO | a | 0.40 -> 0.90 | +0.500 [" in text and "## Quality checks" in text
+    row = next(line for line in text.splitlines() if line.startswith("| Real-execution GRPO | 0."))
+    header = next(line for line in text.splitlines() if line.startswith("| arm | held-out"))
+    assert "vs equal budget" in header and header.count("|") == row.count("|")
+    difference = record["arms"]["real_grpo"]["difference_to_equal_budget"]
+    assert f"| {difference['point']:+.3f} [" in row  # the paired difference to the equal-budget arm, in the table
 
 
 @pytest.mark.parametrize("arm", ["real_grpo", "wmrl"])
