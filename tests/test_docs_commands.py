@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -96,6 +97,20 @@ def test_the_training_and_report_guides(user_dir):
     assert (user_dir / "runs/quickstart/report/index.html").is_file()
 
 
+def _shape(line: str) -> str:
+    """A printed line with its numbers blanked (``held-out start: score # valid rate # ...``)."""
+    return re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "#", line.strip())
+
+
+def unlike_the_readme(out: str) -> list[str]:
+    """The README's shown progress lines (each step's, each held-out evaluation's) that no line of ``out`` matches
+    once the numbers are blanked: the labels and their order must be what the first command prints."""
+    shown = (ROOT / "README.md").read_text().split("## What the first command prints", 1)[1]
+    shown = shown.split("```text\n", 1)[1].split("```", 1)[0]
+    printed = {_shape(line) for line in out.splitlines()}
+    return [line for line in shown.splitlines() if line.startswith(("held-out ", "step ")) and _shape(line) not in printed]
+
+
 def _fresh_copy(dest: Path) -> Path:
     """The repository as a fresh clone has it: the files git tracks, plus this change's new files (not ignored)."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
@@ -123,6 +138,7 @@ def test_a_fresh_clone_runs_the_readmes_commands(tmp_path, monkeypatch):
     assert "training (real execution" in out and "held-out evaluation (real execution):" in out
     assert "gain over the start:" in out
     assert [line for line in out.splitlines() if line.startswith("step 3/3  reward ")]  # the plain progress lines
+    assert unlike_the_readme(out) == []  # the README shows the lines as they are printed
 
     # the training guide's comparison of the trained policy with its base: the fit's own held-out samples, exactly
     out = run_block(docs_block("docs/guides/training.md", "training-evaluate"), clone, timeout=1800).stdout

@@ -114,6 +114,12 @@ def step_line(step: int, max_steps: int | None, metrics: dict[str, Any], seconds
     return "  ".join(parts)
 
 
+def _value(name: str, value: Any) -> str:
+    if value is None:
+        return "missing"
+    return f"{int(value)}" if name == "missing" else f"{float(value):.3f}"
+
+
 def evaluation_line(when: str, summary: Any) -> str:
     """A held-out evaluation in one line.
 
@@ -121,10 +127,19 @@ def evaluation_line(when: str, summary: Any) -> str:
     'held-out start: score 0.455  valid rate 0.667  best-of-k 0.831'
     >>> evaluation_line("step 3", 0.75)
     'held-out step 3: 0.750'
+
+    Samples lost to the infrastructure are counted, never averaged in (:func:`wmrl.evaluation.mean_summary`); a
+    value no sample measured reads ``missing``:
+
+    >>> evaluation_line("start", {"valid_rate": None, "score": None, "missing": 9})
+    'held-out start: score missing  valid rate missing  missing 9'
+    >>> evaluation_line("start", {"score": 0.455, "missing": 0})
+    'held-out start: score 0.455'
     """
     if isinstance(summary, dict):
-        names = sorted(summary, key=lambda name: name != "score")  # the headline first, the rest as given
-        text = "  ".join(f"{LABELS.get(name, name.replace('_', ' '))} {float(summary[name]):.3f}" for name in names)
+        shown = [name for name in summary if name != "missing" or summary[name]]
+        names = sorted(shown, key=lambda name: name != "score")  # the headline first, the rest as given
+        text = "  ".join(f"{LABELS.get(name, name.replace('_', ' '))} {_value(name, summary[name])}" for name in names)
     else:
         text = f"{float(summary):.3f}"
     return f"held-out {when}: {text}"
