@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docs_blocks import ROOT, docs_block, docs_file
+from docs_blocks import ROOT, blocks, docs_block, docs_file
 
 BIN = Path(sys.executable).parent
 
@@ -105,8 +105,7 @@ def _shape(line: str) -> str:
 def unlike_the_readme(out: str) -> list[str]:
     """The README's shown progress lines (each step's, each held-out evaluation's) that no line of ``out`` matches
     once the numbers are blanked: the labels and their order must be what the first command prints."""
-    shown = (ROOT / "README.md").read_text().split("## What the first command prints", 1)[1]
-    shown = shown.split("```text\n", 1)[1].split("```", 1)[0]
+    (shown,) = [b.text for b in blocks(ROOT / "README.md") if b.kind == "not run" and b.value.startswith("output of")]
     printed = {_shape(line) for line in out.splitlines()}
     return [line for line in shown.splitlines() if line.startswith(("held-out ", "step ")) and _shape(line) not in printed]
 
