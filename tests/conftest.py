@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
+from docs_blocks import ROOT
 from sandbox_probe import bwrap_missing
 
 from wmrl.autoresearch.tasks.spec import TaskSpec
@@ -40,9 +40,6 @@ TINY_SPECS = (
         memory_mb=2048, seed=0,
     ),
 )
-
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
