@@ -98,8 +98,20 @@ def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float
     return float(spearmanr(predicted, real).statistic)
 
 
-def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, suite=None) -> dict:
-    """Fit a :class:`LearnedWorldModel` on ``logs``, save it to ``out`` and its manifest to ``<out>.json``."""
+def score_view_starter(suite):
+    """``starter(task_id)``: the starter a ``score``-view prompt shows (the linear baseline as a choice starter)."""
+    from wmrl.autoresearch.tasks.model_choice import choice_starter
+
+    return lambda task_id: choice_starter(suite.get(task_id).starter_solution("linear_baseline"))
+
+
+def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, suite=None,
+          starter_view: str = "script") -> dict:
+    """Fit a :class:`LearnedWorldModel` on ``logs``, save it to ``out`` and its manifest to ``<out>.json``.
+
+    Each script is embedded by what it changes against the starter its prompt showed (``starter_view``: the
+    ``score`` view's starter is the choice starter, whose first lines already differ from the linear baseline's),
+    as :class:`~wmrl.callbacks.WorldModelReward` has the world model compare during training."""
     from wmrl.autoresearch.environments.learned import LearnedWorldModel, outcome_label, read_executions
     from wmrl.autoresearch.tasks.suite import TaskSuite
 
@@ -110,6 +122,8 @@ def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, s
     check_train_split(records, suite)
     start = time.perf_counter()
     model = LearnedWorldModel(suite=suite, min_examples=min_examples)
+    if starter_view == "score":
+        model.compare_with(score_view_starter(suite))
     model.learn([r[0] for r in records], [r[1] for r in records], [r[2] for r in records])
     if model.head is None:
         raise ValueError(f"pretrain_world_model: the log's learnable executions did not fit a head (it needs "
@@ -133,6 +147,7 @@ def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, s
         "fit_seconds": round(fit_s, 1),
         "out_of_fold_spearman": spearman,
         "encoder": model.encoder_name,
+        "starter_view": starter_view,
     }
     model.save(out, meta=manifest)
     Path(f"{out}.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -148,6 +163,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the starting policy with --sample")
     parser.add_argument("--temperature", type=float, default=0.7, help="the training temperature of the preset")
     parser.add_argument("--seed", type=int, default=1, help="sampling seed (the benchmark's training uses 0)")
+    parser.add_argument("--starter-view", default="script", choices=["script", "score"],
+                        help="the prompt's view of the starter with --sample (the preset's; cpu-quality: score)")
+    parser.add_argument("--prefill", default="starter_head", choices=["starter_head", "starter_estimator"],
+                        help="how each sampled turn starts with --sample (the preset's; cpu-quality: starter_estimator)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--sampling-wall-s", type=float, help="what sampling --log cost, when it ran elsewhere")
     parser.add_argument("--sampling-cpu-s", type=float)
@@ -166,15 +185,17 @@ def main(argv: list[str] | None = None) -> dict:
         tasks = args.tasks or train_tasks()
         cpu0, wall0 = cpu_seconds(), time.perf_counter()
         base_policy.main(["--model", args.model, "--tasks", *tasks, "--samples", str(args.samples),
-                          "--prefill", "starter_head", "--temperature", str(args.temperature),
+                          "--prefill", args.prefill, "--starter-view", args.starter_view,
+                          "--temperature", str(args.temperature),
                           "--seed", str(args.seed), "--out", str(target)])
         sampling = {"wall_s": round(time.perf_counter() - wall0, 1), "cpu_s": round(cpu_seconds() - cpu0, 1),
                     "measured_by": "pretrain_world_model.py --sample", "samples_per_task": args.samples,
-                    "temperature": args.temperature, "seed": args.seed, "model": args.model}
+                    "temperature": args.temperature, "seed": args.seed, "model": args.model,
+                    "starter_view": args.starter_view, "prefill": args.prefill}
         logs.append(target)
     if not logs:
         parser.error("nothing to fit: pass --sample or --log PATH")
-    manifest = build(logs, args.out, sampling)
+    manifest = build(logs, args.out, sampling, starter_view=args.starter_view)
     print(json.dumps(manifest, indent=1))
     print(f"wrote {args.out} and {args.out}.json")
     return manifest

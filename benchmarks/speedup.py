@@ -108,6 +108,10 @@ PRETRAINED_WORLD_MODEL = {
     "init_args": {"encoder": "all-minilm-l6-v2", "pretrained": str(ROOT / PRETRAINED), "warm_start": [],
                   "execution_log": False, "min_examples": 4, "refit_every": 3},
 }
+#: the same, pretrained on the cpu-quality policy's own scripts: ``score`` view, ``starter_estimator`` prefill, the
+#: warm-started policy (benchmarks/warm_start.py), train split only. The script-view artefact above never saw a
+#: script that changes the estimator, which is all a cpu-quality rollout writes.
+PRETRAINED_QUALITY = "benchmarks/artefacts/learned_world_model_quality.pt"
 _PAPER_VLLM = yaml.safe_load((ROOT / "configs/autoresearch/paper_4b_vllm.yaml").read_text())
 #: the world model of the vLLM overlay (ablations/paper/*.yaml run it on transformers)
 VLLM_WORLD_MODEL = next(c["init_args"]["world_model"] for c in _PAPER_VLLM["trainer"]["callbacks+"]
@@ -231,12 +235,15 @@ PRESETS: dict[str, Preset] = {
 # the policy's first tokens choose the estimator, and estimators score differently (benchmarks/model_choice.py on the train split: a
 # random forest beats the linear starter on 11 of the 13 tabular training tasks, loses on 2). Settings chosen on
 # the train split only (benchmarks/README.md, "cpu-quality"); 8 held-out samples a task, so that a task's best-of-k
-# has an interval. With the default SmolLM2-135M no sample was valid in this view (RESULTS-quality.md: 0 of 30 on
-# training tasks), so the preset has not been run; it is for a policy that can write one model line (``--model``).
+# has an interval. The default SmolLM2-135M writes no valid line in this view (RESULTS-quality.md: 0 of 30 on
+# training tasks): the policy is its warm start (``--model``, benchmarks/warm_start.py: every menu line of the
+# training tasks once, no line preferred), and the world model is pretrained on that policy's train-split scripts.
 PRESETS["cpu-quality"] = replace(
     PRESETS["cpu-learn"],
     starter_view="score",
     model={"prefill": "starter_estimator"},
+    world_model={**PRETRAINED_WORLD_MODEL,
+                 "init_args": {**PRETRAINED_WORLD_MODEL["init_args"], "pretrained": str(ROOT / PRETRAINED_QUALITY)}},
     steps=6,
     group_size=4,
     groups_per_step=4,
@@ -244,7 +251,7 @@ PRESETS["cpu-quality"] = replace(
     title="Quality that is learnable: the policy chooses the model, held-out best-of-k against the start",
     results_name="RESULTS-quality.md",
     figure_prefix="cpu-quality_",
-    note="2 CPU cores, not yet run: expect 15-25 minutes an arm",
+    note="2 CPU cores, the warm-started policy (--model)",
     checks="quality",
 )
 
@@ -735,8 +742,9 @@ def learning_markdown(summary: dict[str, dict], start: dict | None, world_model:
     if world_model:
         sampling = world_model.get("sampling") or {}
         lines += ["## The pretrained world model", "",
-                  f"`{PRETRAINED}`, built by `benchmarks/pretrain_world_model.py` on {world_model.get('built')}: "
-                  f"{world_model['executions']} real executions of base-policy scripts on "
+                  f"`{world_model['path']}`, built by `benchmarks/pretrain_world_model.py` on "
+                  f"{world_model.get('built')}: {world_model['executions']} real executions of scripts the starting "
+                  f"policy ({(world_model.get('sampling') or {}).get('model', 'smollm2-135m-instruct')}) wrote on "
                   f"{len(world_model['tasks'])} train-split tasks only ({world_model['learnable_examples']} "
                   f"learnable, {world_model['distinct_scripts']} distinct scripts), "
                   f"{world_model['execution_seconds']:.0f} execution-seconds, sampling "
@@ -920,18 +928,30 @@ def main(argv: list[str] | None = None) -> None:
     if preset.world_model is not None and preset.world_model["init_args"].get("pretrained"):
         manifest = Path(f"{preset.world_model['init_args']['pretrained']}.json")
         world_model = json.loads(manifest.read_text()) if manifest.is_file() else None
+        if world_model is not None:
+            world_model["path"] = os.path.relpath(manifest.with_suffix(""), ROOT)
+    policy_build = None  # how a warm-started policy (--model DIR, benchmarks/warm_start.py) was built
+    if args.model and (Path(args.model) / "warm_start.json").is_file():
+        policy_build = json.loads((Path(args.model) / "warm_start.json").read_text())
     names = figures(results, figure_dir, preset.figure_prefix)
     names += learning_figures(summary, start, figure_dir, preset.figure_prefix)
     command = "python benchmarks/speedup.py " + " ".join(argv if argv is not None else sys.argv[1:])
     regime, quality = preset.checks == "regime", preset.checks == "quality"
     extra = regime_markdown(summary, limit) if regime else learning_markdown(summary, start, world_model)
+    if policy_build:
+        extra = ["## The warm-started policy", "",
+                 f"`--model {args.model}`, built by `benchmarks/warm_start.py` on {policy_build.get('built')} from "
+                 f"{policy_build['model']}: {policy_build['demonstrations']} demonstrations (every menu line of "
+                 f"{len(policy_build['tasks'])} train-split tasks once; nothing executed), {policy_build['epochs']} "
+                 f"epochs, loss per epoch {policy_build['loss_per_epoch']}, {policy_build['wall_s']:.0f} s wall-clock / "
+                 f"{policy_build['cpu_s']:.0f} CPU-seconds. Paid once, before any arm.", "", *extra]
     text = results_markdown(args.preset, preset, results, limit, command, names,
                             os.path.relpath(figure_dir, args.results),
                             extra=extra + (quality_markdown(summary) if quality else []))
     checks = (regime_checks(summary, limit) if regime
               else learning_checks(summary) + (quality_checks(summary) if quality else []))
     record = {"preset": args.preset, "settings": asdict(preset), "command": command, "machine": machine(),
-              "date": time.strftime("%Y-%m-%d"), "world_model_build": world_model,
+              "date": time.strftime("%Y-%m-%d"), "world_model_build": world_model, "policy_build": policy_build,
               "start": interval(bootstrap_mean(start)) if start else None, "arms": summary,
               "checks": [{"check": c, "measured": m, "holds": ok} for c, m, ok in checks],
               "limit": None if limit is None else {**asdict(limit), "bound": limit.bound,

@@ -80,3 +80,17 @@ def test_the_shipped_artefact_is_train_only_loads_and_ranks_its_own_log():
     answers = model.step_many([StepRequest(t, code, "") for t, code, _ in learnable])
     assert all(UNTRAINED_FLAG not in a.flags for a in answers)
     assert len({round(a.reward, 6) for a in answers}) > 5  # it tells scripts apart, not one prior for all
+
+
+def test_a_score_view_script_is_embedded_from_its_model_line(tiny_suite):
+    """The ``score`` view's scripts (cpu-quality) differ from the linear baseline from their menu imports on; compared
+    with the choice starter the prompt showed, what the world model embeds starts at the estimator the policy chose."""
+    from wmrl.autoresearch.environments.learned import changed_part
+    from wmrl.autoresearch.tasks.model_choice import choice_starter
+
+    starter = choice_starter(tiny_suite.get("tiny_diabetes").starter_solution("linear_baseline"))
+    script = starter.replace("make_pipeline(preprocess, Ridge(alpha=1.0))", "make_pipeline(preprocess, ExtraTreesRegressor())")
+    assert script != starter
+    written = changed_part(script, pretrain.score_view_starter(tiny_suite)("tiny_diabetes"))
+    assert written == "model = make_pipeline(preprocess, ExtraTreesRegressor())\nfinish(model)\n"
+    assert changed_part(script, tiny_suite.get("tiny_diabetes").starter).startswith("from sklearn.ensemble import")

@@ -278,6 +278,12 @@ def test_the_cpu_quality_arms_leave_the_model_to_choose(arm, tmp_path, monkeypat
     assert cli.model.hparams.prefill == "starter_estimator" and len(cli.datamodule.train_tasks) == 13
     assert cli.datamodule.eval_samples == 8 and cli.trainer.max_steps == preset.steps
     assert cli.datamodule.groups_per_step == (1 if arm == speedup.EQUAL_BUDGET else 4)
+    from wmrl.callbacks import WorldModelReward
+
+    for c in cli.trainer.callbacks:  # pretrained on the warm-started policy's score-view scripts, not cpu-learn's
+        if isinstance(c, WorldModelReward):
+            assert c.world_model.pretrained == str(ROOT / speedup.PRETRAINED_QUALITY)
+            assert json.loads(Path(f"{c.world_model.pretrained}.json").read_text())["starter_view"] == "score"
 
 
 def test_the_quality_checks_read_best_of_k_per_task_and_the_equal_budget_difference(tmp_path):
@@ -293,9 +299,16 @@ def test_the_quality_checks_read_best_of_k_per_task_and_the_equal_budget_differe
         first["tasks"] = [{"task_id": t, "valid_rate": 1.0, "positions": p} for t, p in start.items()]
         (out / "runs" / arm / "heldout.jsonl").write_text(json.dumps(first) + "\n" + lines[1] + "\n")
     results = tmp_path / "results"
+    policy = tmp_path / "warm-start"  # a warm-started policy's directory: how it was built goes into the results
+    policy.mkdir()
+    build = {"model": "smollm2-135m-instruct", "tasks": ["t1", "t2"], "demonstrations": 17, "epochs": 3,
+             "loss_per_epoch": [0.5, 0.2, 0.1], "wall_s": 900.0, "cpu_s": 1700.0, "built": "2026-12-03"}
+    (policy / "warm_start.json").write_text(json.dumps(build))
     speedup.main(["--preset", "cpu-quality", "--arms", "real_grpo", speedup.EQUAL_BUDGET, "--out", str(tmp_path),
-                  "--results", str(results), "--reuse"])
+                  "--results", str(results), "--reuse", "--model", str(policy)])
     record = json.loads((results / "results" / "cpu-quality.json").read_text())
+    assert record["policy_build"] == build
+    assert "## The warm-started policy" in (results / "RESULTS-quality.md").read_text()
     tasks = record["arms"]["real_grpo"]["per_task"]
     assert (tasks["a"]["best_of_k_start"], tasks["a"]["best_of_k"]) == (0.4, 0.9)
     assert tasks["a"]["best_of_k_gain"]["low"] > 0 and tasks["b"]["best_of_k_gain"]["low"] > 0
