@@ -65,16 +65,20 @@ def test_it_refuses_executions_of_tasks_outside_the_train_split(tiny_suite, tmp_
         pretrain.build([log], tmp_path / "wm.pt", {}, suite=tiny_suite)
 
 
-def test_the_shipped_artefact_is_train_only_loads_and_ranks_its_own_log():
+@pytest.mark.parametrize("name", ["learned_world_model_train", "learned_world_model_quality"])
+def test_the_shipped_artefact_is_train_only_loads_and_ranks_its_own_log(name):
+    """cpu-learn's (script view, base policy) and cpu-quality's (score view, warm-started policy)."""
     from wmrl.autoresearch.tasks.suite import TaskSuite
 
-    artefact = ROOT / "benchmarks" / "artefacts" / "learned_world_model_train.pt"
+    artefact = ROOT / "benchmarks" / "artefacts" / f"{name}.pt"
     manifest = json.loads(Path(f"{artefact}.json").read_text())
     suite = TaskSuite()
     train = {s.id for s in suite.specs("train")}
     assert set(manifest["tasks"]) <= train and manifest["executions"] > 0 and manifest["sampling"]["cpu_s"] > 0
     model = LearnedWorldModel(pretrained=str(artefact))
-    records = read_executions(ROOT / "benchmarks" / "artefacts" / "learned_world_model_train_executions.jsonl")
+    if manifest.get("starter_view") == "score":  # compared with the starter its prompts showed, as in training
+        model.compare_with(pretrain.score_view_starter(suite))
+    records = read_executions(ROOT / "benchmarks" / "artefacts" / f"{name}_executions.jsonl")
     assert len(records) == manifest["executions"]
     learnable = [r for r in records if r[2].status in (Status.VALID, Status.RUNTIME_ERR, Status.RAN_NO_SUB)][:40]
     answers = model.step_many([StepRequest(t, code, "") for t, code, _ in learnable])
