@@ -58,16 +58,17 @@ def relative(path: Path) -> str:
         return str(path)
 
 
-def check_train_split(records: list[tuple[str, str, object]], suite) -> None:
+def check_train_split(records: list[tuple[str, str, object]], suite,
+                      what: str = "pretrain_world_model: the execution log holds",
+                      why: str = "A world model built on held-out tasks would leak them into the evaluation; drop "
+                                 "those records or pass --tasks from the train split") -> None:
     """Raise on a record of a task that is not in the train split (named, with where it is)."""
     train = {spec.id for spec in suite.specs("train")}
     known = {spec.id: spec.split for spec in suite.specs()}
     bad = sorted({task for task, _, _ in records if task not in train})
     if bad:
         where = ", ".join(f"{t} ({known.get(t, 'not in the suite')})" for t in bad)
-        raise ValueError(f"pretrain_world_model: the execution log holds tasks outside the train split: {where}. "
-                         "A world model built on held-out tasks would leak them into the evaluation; drop those "
-                         "records or pass --tasks from the train split")
+        raise ValueError(f"{what} tasks outside the train split: {where}. {why}")
 
 
 def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float | None:

@@ -744,7 +744,7 @@ def learning_markdown(summary: dict[str, dict], start: dict | None, world_model:
         lines += ["## The pretrained world model", "",
                   f"`{world_model['path']}`, built by `benchmarks/pretrain_world_model.py` on "
                   f"{world_model.get('built')}: {world_model['executions']} real executions of scripts the starting "
-                  f"policy ({(world_model.get('sampling') or {}).get('model', 'smollm2-135m-instruct')}) wrote on "
+                  f"policy ({sampling.get('model', 'smollm2-135m-instruct')}) wrote on "
                   f"{len(world_model['tasks'])} train-split tasks only ({world_model['learnable_examples']} "
                   f"learnable, {world_model['distinct_scripts']} distinct scripts), "
                   f"{world_model['execution_seconds']:.0f} execution-seconds, sampling "

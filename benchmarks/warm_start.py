@@ -39,6 +39,7 @@ from pretrain_world_model import check_train_split, cpu_seconds, train_tasks  # 
 
 from wmrl.autoresearch.environments.real import SandboxEnvironment  # noqa: E402
 from wmrl.autoresearch.tasks.model_choice import candidate_lines  # noqa: E402
+from wmrl.autoresearch.tasks.suite import TaskSuite  # noqa: E402
 from wmrl.models import LoraSettings, load_policy  # noqa: E402
 from wmrl.rollout.agent import AgentLoop, AgentSettings  # noqa: E402
 
@@ -145,9 +146,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(args.seed)
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
-    env = SandboxEnvironment(starter_view="score")
+    suite = TaskSuite()
     tasks = args.tasks or train_tasks()
-    check_train_split([(task, "", None) for task in tasks], env.suite)
+    check_train_split([(task, "", None) for task in tasks], suite, "warm_start: --tasks names",
+                      "A policy fine-tuned on held-out tasks would have seen their prompts before the evaluation; "
+                      "pass --tasks from the train split")
+    env = SandboxEnvironment(suite, starter_view="score")
     model, tokenizer = load_policy(args.model, LoraSettings(r=16, alpha=32))
     examples = demonstrations(env, tokenizer, tasks)  # measures each starter's validation score once (the prompt)
     print(f"{len(examples)} demonstrations from {len(tasks)} training tasks "

@@ -91,3 +91,10 @@ def test_the_merged_checkpoint_loads_as_a_model_directory(lora_llama, tmp_path):
     loaded = AutoModelForCausalLM.from_pretrained(resolve_model(tmp_path / "policy"))
     with torch.no_grad():
         assert torch.allclose(loaded(input_ids=ids).logits, expected, atol=1e-4)
+
+
+def test_a_held_out_task_is_refused_before_anything_is_loaded(tmp_path):
+    with pytest.raises(ValueError, match=r"warm_start: --tasks names tasks outside the train split: penguin_species "
+                                         r"\(\w+\)\. A policy fine-tuned on held-out tasks"):
+        warm_start.main(["--tasks", "wine_cultivar", "penguin_species", "--out", str(tmp_path / "policy")])
+    assert not (tmp_path / "policy").exists()
