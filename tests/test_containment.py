@@ -172,12 +172,27 @@ def test_killing_the_parent_and_group_hurts_only_the_script(env):
 
 
 def test_writing_outside_the_work_dir_is_flagged(env):
+    """Outside the work dir and the run's private ``/tmp``: the work dir's parent, the installation (shared by
+    every run, though mounted read-only) and a home folder."""
     token = secrets.token_hex(6)
-    for target in (f"/tmp/wmrl-escape-{token}", f"../escape-{token}"):
-        outcome = run(env, f"open({target!r}, 'w').write('escaped')\n")
+    for target in (f"../escape-{token}", "sysconfig.get_paths()['purelib'] + '/evil.pth'", f"'/root/escape-{token}'"):
+        target = target if "(" in target or target.startswith("'") else repr(target)
+        outcome = run(env, f"import sysconfig\nopen({target}, 'w').write('escaped')\n")
         assert outcome.status is Status.FLAGGED, (target, outcome)
         assert "write outside" in outcome.flags[0]
-    assert not Path(f"/tmp/wmrl-escape-{token}").exists()
+    assert not Path(f"/root/escape-{token}").exists()
+
+
+def test_a_scratch_file_in_the_runs_private_tmp_is_honest_work(env):
+    """``/tmp`` is a fresh tmpfs of the run's own (bubblewrap and docker): ordinary code writes fixed scratch paths
+    there and reads them back; the file never reaches the host's ``/tmp``."""
+    token = secrets.token_hex(6)
+    script = (f"import os\nopen('/tmp/scratch-{token}.txt', 'w').write('kept')\n"
+              f"os.makedirs('/tmp/cache-{token}/a', exist_ok=True)\n"
+              f"assert open('/tmp/scratch-{token}.txt').read() == 'kept'\n") + VALID_SOLUTION
+    outcome = run(env, script)
+    assert outcome.status is Status.VALID, outcome
+    assert not Path(f"/tmp/scratch-{token}.txt").exists()
 
 
 def test_no_daemon_survives_the_run(env):

@@ -385,8 +385,10 @@ def _valid(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, sco
 
 def _grade_folder_submission(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, raw: bytes) -> Outcome:
     """A folder task's submission: the columns and ids of its ``sample_submission.csv``, numbers where the sample
-    has numbers; then its built-in metric, or its author's ``grade.py`` in a process of its own (a crash or a
-    hang of that grader is an infrastructure error; its ``InvalidSubmissionError`` an invalid submission)."""
+    has numbers; then its built-in metric, or its author's ``grade.py`` in a process of its own. A crash or a
+    hang of that grader is the submission's (``ran_no_sub``) when the grader grades the task's own sample
+    submission, an infrastructure error only when it fails on that sample too; its ``InvalidSubmissionError`` is an
+    invalid submission."""
     import numpy as np
     import pandas as pd
 

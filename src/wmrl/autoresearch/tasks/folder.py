@@ -23,8 +23,10 @@ What is loaded is a :class:`~wmrl.autoresearch.tasks.spec.TaskSpec` whose ``fold
 :mod:`wmrl.autoresearch.tasks.suite` builds them (:mod:`wmrl.autoresearch.tasks.folder_task`).
 
 **Trust model.** The task author's ``grade.py`` is trusted code: it runs on the host, outside the sandbox,
-but in its own process with a time limit (``grade_timeout_s``); if it crashes or hangs the execution is an
-infrastructure error (missing, never a reward of 0). The submission is hostile: its shape is checked against
+but in its own process with a time limit (``grade_timeout_s``). If it raises, crashes or hangs on a submission,
+it is run on the task's own ``sample_submission.csv``: when it grades that, the failure is the submission's
+(``ran_no_sub``, a reward on the ladder); only a grader that fails on its own sample is an infrastructure error
+(missing, never a reward of 0; docs/security.md, "Grader exceptions"). The submission is hostile: its shape is checked against
 ``sample_submission.csv`` before any grader reads it, and an ``InvalidSubmissionError`` raised by the grader
 (MLE-bench's convention, matched by class name) grades it as an invalid submission. Only ``public/`` is
 copied into a sandbox; the whole task folder (and a competition's data dir) is forbidden to the solution.

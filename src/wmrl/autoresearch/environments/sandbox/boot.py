@@ -12,8 +12,9 @@ explains it. What trips it:
 1. opening a data file under a forbidden prefix (the task cache holding the answers, the directories of
    packages that bundle datasets: reading them leaks labels);
 2. opening any path outside the work dir whose name looks like the answers (``answers*``, a ``private/`` dir);
-3. writing outside the work dir (besides ``/dev/null`` and friends);
-4. reading an existing file outside the work dir and the interpreter/system roots (``/root/...``, ``/home``...);
+3. writing outside the work dir (besides ``/dev/null`` and friends, and the run's private folders);
+4. reading an existing file outside the work dir, the run's private folders and the interpreter/system roots
+   (``/root/...``, ``/home``...);
 5. linking, renaming or spawning a program with a forbidden path in its arguments.
 
 Audit hooks see Python-level opens only (C code calling ``fopen`` directly is invisible to them): the
@@ -44,6 +45,9 @@ def _install(cfg):
     work = os.path.realpath(os.getcwd())
     forbidden = tuple(os.path.realpath(p) for p in cfg.get("forbidden", ()))
     read_roots = {os.path.realpath(p) for p in cfg.get("read_roots", ())}
+    # Folders the backend made fresh for this run alone (``/tmp`` under bubblewrap and docker): the script's to
+    # write and read back, as the work dir is, except where a shared folder (an installation) is mounted inside.
+    private = tuple(os.path.realpath(p) for p in cfg.get("private", ()))
     # The bootstrap's own folder: a traceback or a warning that passes through this file reads its source.
     here = os.path.dirname(os.path.realpath(__file__))
     for p in (here, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path):
@@ -82,7 +86,7 @@ def _install(cfg):
             trip("read of hidden or bundled data: %s" % p)
         if not inside and looks_like_answers(p):
             trip("probe for the answers: %s" % p)
-        if inside:
+        if inside or (_under(p, private) and not _under(p, read_roots)):
             return
         if writing:
             if not _under(p, _WRITABLE_OUTSIDE) and not p.startswith("/proc/"):

@@ -51,9 +51,17 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
-def boot_argv(python: str, boot_path: str, nonce: str, forbidden: tuple[str, ...], read_roots: tuple[str, ...]) -> list[str]:
-    """The command that starts a run: the bootstrap, its config, then the solution."""
-    cfg = json.dumps({"nonce": nonce, "forbidden": list(forbidden), "read_roots": list(read_roots)})
+# The folders bubblewrap and docker give each run fresh and to itself (a tmpfs): honest code writes scratch files
+# there (``open("/tmp/scratch.txt", "w")``), so the tripwire treats them as it treats the work dir.
+PRIVATE_DIRS = ("/tmp",)
+
+
+def boot_argv(python: str, boot_path: str, nonce: str, forbidden: tuple[str, ...], read_roots: tuple[str, ...],
+              private: tuple[str, ...] = ()) -> list[str]:
+    """The command that starts a run: the bootstrap, its config, then the solution. ``private``: folders the
+    backend made fresh for this run alone (:data:`PRIVATE_DIRS` where it did), the script's to write."""
+    cfg = json.dumps({"nonce": nonce, "forbidden": list(forbidden), "read_roots": list(read_roots),
+                      "private": list(private)})
     return [python, "-B", boot_path, cfg, SCRIPT_NAME]
 
 

@@ -50,6 +50,7 @@ from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, Execut
 from wmrl.autoresearch.environments.sandbox.cgroups import CgroupFiles
 from wmrl.autoresearch.environments.sandbox.common import (
     BOOT_PATH,
+    PRIVATE_DIRS,
     READ_ROOTS,
     TailBuffer,
     boot_argv,
@@ -340,7 +341,7 @@ class DockerSandbox(Sandbox):
 
         limits = request.limits
         forbidden = tuple(request.forbidden) + self.bundled
-        argv = boot_argv(self.python, _INNER_BOOT, nonce, forbidden, READ_ROOTS)
+        argv = boot_argv(self.python, _INNER_BOOT, nonce, forbidden, READ_ROOTS, PRIVATE_DIRS)
         memory = f"{limits.memory_mb}m"
         tmpfs_opts = f"rw,nosuid,nodev,size={limits.memory_mb}m,mode=1777"
         file_bytes = limits.max_file_mb * 1024 * 1024

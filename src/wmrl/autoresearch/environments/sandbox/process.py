@@ -62,6 +62,7 @@ from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, Execut
 from wmrl.autoresearch.environments.sandbox.cgroups import RunCgroup, cgroup_support
 from wmrl.autoresearch.environments.sandbox.common import (
     BOOT_PATH,
+    PRIVATE_DIRS,
     READ_ROOTS,
     TailBuffer,
     boot_argv,
@@ -393,7 +394,8 @@ class ProcessSandbox(Sandbox):
             inner = str(workdir)
             boot = str(BOOT_PATH)
             prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--"] if self.isolation == "unshare" else []
-        argv = boot_argv(self.python, boot, nonce, forbidden, READ_ROOTS)
+        private = PRIVATE_DIRS if self.isolation == "bwrap" else ()  # unshare and none share the host's /tmp
+        argv = boot_argv(self.python, boot, nonce, forbidden, READ_ROOTS, private)
         return self._limits_prefix(request) + prefix + argv, inner
 
     # -- running ----------------------------------------------------------------------------------------
