@@ -87,6 +87,30 @@ def test_validate_and_test_from_a_checkpoint_evaluate_it_as_it_was_trained(runs,
     assert (tmp_path / "samples" / f"{split}_step2" / "smoke_iris" / "0.py").is_file()
 
 
+def test_the_report_after_a_resume_and_a_validate_in_the_run_dir_shows_the_fits_steps(runs, tmp_path, capsys):
+    """The training guide's order (fit, resume, validate, report) in one run dir: the report reads the fit's two
+    training logs joined, not the newest log (validate's, which has no training step), and numbers the steps as
+    the fit printed them."""
+    import shutil
+
+    from wmrl.report import load_run
+
+    run_dir = shutil.copytree(runs["resumed"], tmp_path / "run")
+    assert main(["validate", "-c", QUICKSTART, "-c", FAST, "--ckpt_path", str(run_dir / "checkpoints" / "last.ckpt"),
+                 "--trainer.default_root_dir", str(run_dir), "--trainer.enable_progress_bar", "false"]) == 0
+    versions = sorted(p.parent.name for p in run_dir.glob("csv/version_*/metrics.csv"))
+    assert versions == ["version_0", "version_1", "version_2"]  # fit, its resume, validate
+    capsys.readouterr()
+    assert main(["report", str(run_dir)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "version_0/metrics.csv" in said and "version_1/metrics.csv" in said and "version_2" not in said
+    run = load_run(run_dir)
+    assert list(run.steps.index) == [1, 2] and run.steps["time/step"].notna().all()
+    page = (run_dir / "report" / "index.html").read_text()
+    assert "<th>training steps</th><td>2</td>" in page and "held-out score at step 2" in page
+    assert "held-out score at the start" in page
+
+
 def test_wmrl_evaluate_reproduces_the_fits_own_start_and_end_samples(runs, tmp_path, capsys, process_sandbox):
     """`wmrl evaluate base CKPT` on the fit's held-out task, K and seed: the base policy samples exactly what the
     fit's starting policy did, the checkpoint what the fit's last evaluation did; both written with their outcomes."""

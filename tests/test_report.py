@@ -31,7 +31,7 @@ def run_dir(tmp_path_factory):
 
 def test_a_run_writes_what_the_report_reads(run_dir):
     run = load_run(run_dir)
-    assert list(run.steps.index) == [0, 1, 2, 3]
+    assert list(run.steps.index) == [1, 2, 3, 4]  # as the fit numbers them
     for column in ("time/step", "time/generate", "time/update", "reward/real_mean", "anchor/fraction",
                    "denoise/weight", "debias/pairs"):
         assert run.steps[column].notna().all(), column

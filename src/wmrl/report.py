@@ -1,7 +1,7 @@
 """`wmrl report RUN_DIR`: PNG figures and an HTML page for one training run.
 
-Reads what a run writes: the CSV logger's ``metrics.csv`` (newest ``csv/version_*`` under the run dir, or any
-``metrics.csv`` below it) and ``calibration.jsonl`` (one line per refit of ``OnlineDebiasing``). Writes into
+Reads what a run writes: the CSV logger's training logs (every ``csv/version_*/metrics.csv`` under the run dir that
+a training step wrote, a resumed run's joined; ``validate`` and ``test`` logs left out) and ``calibration.jsonl`` (one line per refit of ``OnlineDebiasing``). Writes into
 ``RUN_DIR/report/`` (or ``--out``):
 
 - ``reward_wallclock.png``: reward against cumulative training wall-clock (``time/step``): real (anchor) rewards,
@@ -47,43 +47,83 @@ class Run:
     """What ``wmrl report`` reads from a run dir."""
 
     root: Path
-    steps: pd.DataFrame  # one row per training step (train metrics), indexed by step
-    evals: pd.DataFrame  # held-out evaluations (heldout/*), by step
+    steps: pd.DataFrame  # one row per training step (train metrics), indexed by step: 1 is the first step
+    evals: pd.DataFrame  # held-out evaluations (heldout/*), by the number of steps before them (0: the start)
     snapshots: list[dict] = field(default_factory=list)
+    sources: list[Path] = field(default_factory=list)  # the metrics.csv files read, oldest first
 
 
-def find_metrics(run_dir: Path) -> Path:
-    """The run's newest CSV-logger ``metrics.csv``."""
-    candidates = sorted(run_dir.glob("csv/version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[-1]))
-    if not candidates:
-        candidates = sorted(run_dir.rglob("metrics.csv"), key=lambda p: p.stat().st_mtime)
-    if not candidates:
+_NOT_TRAINING = ("heldout", "test", "val", "epoch")
+
+
+def _training_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a Lightning CSV log that a training step wrote (``wmrl validate``/``test`` write none)."""
+    columns = [c for c in frame.columns if c != "step" and not c.startswith(_NOT_TRAINING)]
+    return frame.dropna(how="all", subset=columns) if columns else frame.iloc[0:0]
+
+
+def _logs(run_dir: Path) -> list[Path]:
+    """Every CSV-logger ``metrics.csv`` of the run, oldest first (``csv/version_*``, else any below the run dir)."""
+    found = sorted(run_dir.glob("csv/version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[-1]))
+    if not found:
+        found = sorted(run_dir.rglob("metrics.csv"), key=lambda p: p.stat().st_mtime)
+    if not found:
         raise FileNotFoundError(
             f"no metrics.csv under {run_dir}: point wmrl report at a run dir (trainer.default_root_dir) of a run "
             "logged with lightning.pytorch.loggers.CSVLogger (the shipped configs do)"
         )
-    return candidates[-1]
+    return found
+
+
+def training_logs(run_dir: Path) -> list[Path]:
+    """The run's training logs, oldest first: each ``metrics.csv`` with rows a training step wrote. A fit and its
+    resumes each write one (Lightning's CSV logger starts a new ``version_<n>``); ``wmrl validate`` and ``wmrl test``
+    in the same run dir write logs without training rows, which are left out. A run dir with no training log at
+    all gives its newest log."""
+    logs = _logs(run_dir)
+    training = [p for p in logs if "step" in (frame := pd.read_csv(p)) and len(_training_rows(frame))]
+    return training or logs[-1:]
+
+
+def find_metrics(run_dir: Path) -> Path:
+    """The run's newest training log (:func:`training_logs`)."""
+    return training_logs(run_dir)[-1]
 
 
 def load_run(run_dir: str | Path) -> Run:
+    """The run's training logs joined (a resumed step's last value wins), its held-out evaluations and refits.
+
+    Lightning logs a training step's metrics, and a held-out evaluation after a step, at the ``global_step`` before
+    that step (0 for the first); the start's evaluation is logged at 0. The steps here are numbered as the fit
+    prints them (``step 1/3`` is step 1; an evaluation "at step 3" is the one after the third step, 0 the start)."""
     root = Path(run_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"run dir {root} does not exist (pass the run's trainer.default_root_dir)")
-    frame = pd.read_csv(find_metrics(root))
-    if "step" not in frame:
-        raise ValueError(f"{find_metrics(root)} has no 'step' column: not a Lightning CSVLogger file")
-    train_cols = [c for c in frame.columns if not c.startswith(("heldout", "test", "epoch"))]
-    steps = frame[train_cols].dropna(how="all", subset=[c for c in train_cols if c != "step"])
+    sources = training_logs(root)
+    frames = []
+    for path in sources:
+        frame = pd.read_csv(path)
+        if "step" not in frame:
+            raise ValueError(f"{path} has no 'step' column: not a Lightning CSVLogger file")
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True, sort=False)
+    train_cols = [c for c in frame.columns if not c.startswith(_NOT_TRAINING)]
+    steps = _training_rows(frame)[train_cols]
     steps = steps.groupby("step").last().sort_index()  # resumed runs may repeat a step: the last value wins
+    steps.index = steps.index.astype(int) + 1
     eval_cols = [c for c in frame.columns if c.startswith("heldout/")]
-    evals = frame[["step", *eval_cols]].dropna(how="all", subset=eval_cols) if eval_cols else pd.DataFrame()
+    evals = frame.dropna(how="all", subset=eval_cols) if eval_cols else pd.DataFrame()
     if len(evals):
+        # Lightning's own logging (an evaluation after a step; it adds "epoch") stamps the step before; the start's
+        # evaluation is logged by hand at 0, without "epoch"
+        after = evals["epoch"].notna() if "epoch" in evals else pd.Series(True, index=evals.index)
+        evals = evals.assign(step=evals["step"].astype(int) + after.astype(int))[["step", *eval_cols]]
         evals = evals.groupby("step").last().sort_index()
     snapshots = []
     snapshot_file = root / "calibration.jsonl"
     if snapshot_file.exists():
         snapshots = [json.loads(line) for line in snapshot_file.read_text().splitlines() if line.strip()]
-    return Run(root, steps, evals, snapshots)
+    return Run(root, steps, evals, snapshots, sources)
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series | None:
@@ -97,6 +137,14 @@ def _not_logged(ax, what: str) -> None:
             color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def _step_axis(ax) -> None:
+    """Steps as the fit numbers them, on whole-number ticks."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _wallclock(steps: pd.DataFrame) -> pd.Series:
@@ -163,7 +211,7 @@ def plot_denoising(run: Run, ax) -> None:
         return
     ax.plot(weight.index, weight, "o-", label="weight w on anchor advantages")
     ax.set_ylim(0.9, 4.1)
-    ax.set_xlabel("step")
+    _step_axis(ax)
     ax.set_ylabel("w")
     disagreement = _column(run.steps, "denoise/disagreement")
     if disagreement is not None:
@@ -184,7 +232,7 @@ def plot_time_split(run: Run, ax) -> None:
         values = run.steps[column].fillna(0.0)
         ax.bar(run.steps.index, values, bottom=bottom, label=label)
         bottom = bottom + values
-    ax.set_xlabel("step")
+    _step_axis(ax)
     ax.set_ylabel("seconds")
     ax.legend(fontsize=8)
 
@@ -198,7 +246,7 @@ def plot_anchors(run: Run, ax) -> None:
     if fraction is not None:
         ax.plot(fraction.index, fraction, "o-", label="anchor fraction (groups)")
         ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel("step")
+    _step_axis(ax)
     ax.set_ylabel("fraction")
     if executions is not None:
         twin = ax.twinx()
@@ -230,12 +278,14 @@ def summary(run: Run) -> list[tuple[str, str]]:
             rows.append((label, f"{float(series.sum()):.0f}"))
     if len(run.evals) and "heldout/score" in run.evals:
         for step, score in run.evals["heldout/score"].items():
-            rows.append((f"held-out score at step {int(step)}", f"{float(score):.3f}"))
+            rows.append((f"held-out score at step {int(step)}" if step else "held-out score at the start",
+                         f"{float(score):.3f}"))
     if run.snapshots:
         last = run.snapshots[-1]
         rows.append(("calibration refits", str(len(run.snapshots))))
         if not math.isnan(last["rank_corr"]):
             rows.append(("anchor rank correlation (last refit)", f"{last['rank_corr']:.3f}"))
+    rows.append(("logs read", ", ".join(str(p.relative_to(run.root)) for p in run.sources)))
     return rows
 
 

@@ -525,12 +525,14 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from wmrl.report import write_report
+    from wmrl.report import training_logs, write_report
 
     try:
+        logs = training_logs(Path(args.run_dir)) if Path(args.run_dir).is_dir() else []
         page = write_report(args.run_dir, args.out)
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from exc
+    console.print(f"read: {', '.join(str(p) for p in logs)}", markup=False, highlight=False)
     console.print(f"report written: {page} (open it in a browser)")
 
 
