@@ -30,6 +30,19 @@ def test_a_typo_in_a_key_gets_a_did_you_mean_in_a_few_lines(capsys):
     assert "did you mean --trainer.max_steps?" in lines[1] and "`wmrl fit --help`" in lines[-1]
 
 
+@pytest.mark.parametrize(("key", "meant", "class_path"), [
+    ("--model.init_args.lrr", "--model.init_args.lr", "wmrl.autoresearch.grpo.GRPOModule"),
+    ("--data.init_args.groups_per_stp", "--data.init_args.groups_per_step", "wmrl.autoresearch.data.AutoResearchDataModule"),
+])
+def test_a_typo_in_a_model_or_data_key_is_named_with_a_did_you_mean(capsys, key, meant, class_path):
+    """jsonargparse says only that no Union subtype of ``model`` validated; the user reads the key, its class and
+    the setting they meant."""
+    lines = parse_failure(capsys, key, "1")
+    assert len(lines) <= 5, lines
+    assert lines[0] == f"error: {key}: {class_path} has no setting {key.rsplit('.', 1)[1]!r}"
+    assert lines[1].strip() == f"did you mean {meant}?" and "`wmrl fit --help`" in lines[-1]
+
+
 def test_abbreviated_keys_are_refused_not_silently_expanded(capsys):
     lines = parse_failure(capsys, "--trainer.max_st", "7")
     assert "unrecognized arguments: --trainer.max_st 7" in lines[0] and "--trainer.max_steps" in lines[1]

@@ -100,10 +100,44 @@ def parse_error_lines(message: str, known: list[str], prog: str) -> list[str]:
             guess = close[:1] or [k for k in known if k.startswith(key)][:2]  # an abbreviation: what it starts
             if guess:
                 lines.append(f"  {key}: did you mean {' or '.join(guess)}?")
+    elif unknown := _unknown_class_option(message):
+        section, class_path, option = unknown
+        key = f"--{section}.init_args.{option}"
+        lines = [f"error: {key}: {class_path} has no setting {option!r}"]
+        settings = _init_settings(class_path)
+        close = difflib.get_close_matches(option, settings, n=2, cutoff=0.6)
+        if close:
+            lines.append(f"  did you mean {' or '.join(f'--{section}.init_args.{c}' for c in close)}?")
+        elif settings:
+            lines.append(f"  its settings: {', '.join(settings[:12])}{' ...' if len(settings) > 12 else ''}")
     else:
         lines += [f"  {line.strip()}" for line in message.strip().splitlines()[1:3] if line.strip()]
     lines.append(f"  `{prog} --help` lists every key (keys are never abbreviated)")
     return lines[:5]
+
+
+def _unknown_class_option(message: str) -> tuple[str, str, str] | None:
+    """``(section, class_path, option)`` when jsonargparse refused a ``class_path`` section (``model``, ``data``)
+    for an option its class does not take (its message says only that no Union subtype validated, first)."""
+    section = re.match(r'Parser key "([\w.]+)"', message.strip())
+    found = re.search(r"given class_path '([\w.]+)':\s*(?:Option|Key) '(\w+)' is not accepted", message)
+    if section is None or found is None:
+        return None
+    return section.group(1), found.group(1), found.group(2)
+
+
+def _init_settings(class_path: str) -> list[str]:
+    """The keyword settings of ``class_path``'s ``__init__`` (what ``init_args`` takes), or [] if it cannot be read."""
+    import importlib
+    import inspect
+
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        parameters = inspect.signature(cls.__init__).parameters.values()
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
 class RunConfigExists(RuntimeError):
