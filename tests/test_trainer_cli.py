@@ -163,3 +163,23 @@ def test_a_config_written_for_the_old_layout_names_the_line_and_the_new_class_pa
     assert lines[0] == f"error: {old}:{number}: wmrl.modules.grpo.GRPOModule is now wmrl.autoresearch.grpo.GRPOModule"
     assert main(["fit", "-c", QUICKSTART, "--data", "wmrl.datamodules.autoresearch.AutoResearchDataModule"]) == 2
     assert "is now wmrl.autoresearch.data.AutoResearchDataModule" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["fit", "validate", "test"])
+def test_a_truncated_checkpoint_is_named_before_anything_loads(tmp_path, command):
+    """A checkpoint cut short (a copy that did not finish) is refused in one line, before Lightning, transformers or
+    a model is imported; Lightning itself would load the model first and end in torch's 22-line traceback."""
+    import torch
+
+    whole = tmp_path / "whole.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(1000)}, "global_step": 3}, whole)
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    code = ("import sys\nfrom wmrl.cli import main\n"
+            f"code = main([{command!r}, '-c', {QUICKSTART!r}, '--ckpt_path', {str(cut)!r}])\n"
+            "print(code, sorted(m for m in sys.modules if m in ('lightning', 'transformers', 'torch')))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["2", "[]"], run.stdout + run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines[0].startswith(f"error: --ckpt_path {cut}: not a readable checkpoint") and len(lines) == 2
+    assert main([command, "-c", QUICKSTART, "--ckpt_path", str(tmp_path / "nope.ckpt")]) == 2

@@ -68,7 +68,8 @@ def moved_name(text: str) -> tuple[str, str] | None:
 
 
 def command_line_errors(command: str, words: list[str]) -> list[str]:
-    """Error lines for an overlay given first or a moved class path; [] when neither is there."""
+    """Error lines for an overlay given first, a moved class path or a ``--ckpt_path`` that is no checkpoint; []
+    when none is there. Read before Lightning is imported: each answer comes in well under a second."""
     configs = config_paths(words)
     if configs and (bases := declared_bases(configs[0])):
         chain = " ".join(f"-c {path}" for path in [*bases, configs[0]])
@@ -84,4 +85,34 @@ def command_line_errors(command: str, words: list[str]) -> list[str]:
     for word in words:
         if (moved := moved_name(word)):
             return [f"error: {moved[0]} is now {moved[1]}: replace the name in the command"]
+    return checkpoint_errors(words)
+
+
+_LIGHTNING_CKPT_WORDS = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
+
+
+def checkpoint_errors(words: list[str]) -> list[str]:
+    """Error lines for a ``--ckpt_path`` that is no checkpoint file (missing, a folder, truncated or not a torch
+    archive), found in milliseconds before any model loads; [] when it is one or none is given."""
+    path = None
+    for i, word in enumerate(words):
+        if word == "--ckpt_path" and i + 1 < len(words):
+            path = words[i + 1]
+        elif word.startswith("--ckpt_path="):
+            path = word.split("=", 1)[1]
+    if path is None or path in _LIGHTNING_CKPT_WORDS or path.startswith("registry:") or "://" in path:
+        return []
+    file = Path(path).expanduser()
+    if not file.exists():
+        return [f"error: --ckpt_path {path}: no such file",
+                "  give a checkpoint `wmrl fit` wrote (e.g. runs/quickstart/checkpoints/last.ckpt)"]
+    if not file.is_file():
+        hint = f" (did you mean {file / 'checkpoints' / 'last.ckpt'}?)" if (file / "checkpoints" / "last.ckpt").is_file() else ""
+        return [f"error: --ckpt_path {path}: a folder, not a checkpoint file{hint}"]
+    import zipfile
+
+    if not zipfile.is_zipfile(file):  # torch.save's archive: a truncated copy has no central directory
+        return [f"error: --ckpt_path {path}: not a readable checkpoint ({file.stat().st_size} bytes, not a complete "
+                "torch archive: truncated, or not written by torch.save)",
+                "  copy it again, or give another checkpoint of the run (its checkpoints/ folder)"]
     return []
