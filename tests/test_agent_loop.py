@@ -169,3 +169,26 @@ def test_without_overlap_environments_answer_one_after_the_other():
     assert real.saw_world_model is False  # the real environment went first and alone
     assert [s.turns[0].outcome.reward for s in states] == [0.5, 0.5, 0.4, 0.4]
     assert timings["overlapped"] == 0.0
+
+
+def test_a_first_turn_longer_than_the_policys_context_is_refused_naming_the_task_and_the_fixes():
+    """Wide tables make long task cards: a prompt past the context is refused before anything is generated, never
+    cut short or run past what the model was trained on."""
+    import pytest
+
+    from wmrl.generation.hf import HFGenerationEngine
+    from wmrl.models import tiny_llama
+    from wmrl.rollout.agent import PromptTooLong
+
+    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+    engine = HFGenerationEngine(model, tokenizer)
+    assert engine.context_length == model.config.max_position_embeddings == 4096
+    agent = AgentLoop(tokenizer, engine, AgentSettings(max_new_tokens=256))
+    agent.start("short_task", 0, "x" * 3000, EchoEnvironment())  # ~3,100 tokens + 256: fits
+    with pytest.raises(PromptTooLong) as refused:
+        agent.start("wide_task", 0, "x" * 3900, EchoEnvironment())  # ~4,000 tokens + 256 > 4,096
+    message = str(refused.value)
+    assert "task 'wide_task'" in message and "> the policy's context of 4,096 tokens" in message
+    assert "max_new_tokens = 256" in message and "data.init_args.tasks" in message
+    assert AgentLoop(tokenizer, ScriptedEngine(tokenizer, []), AgentSettings()).start(  # no context known: no check
+        "t", 0, "x" * 9000, EchoEnvironment()).token_ids

@@ -371,6 +371,15 @@ class ReportsMetrics(Protocol):
 
 
 @runtime_checkable
+class KnowsContext(Protocol):
+    """A generation engine that knows its policy's context (``None``: it does not say): the agent refuses a first
+    turn that would not fit (:class:`~wmrl.rollout.agent.PromptTooLong`)."""
+
+    @property
+    def context_length(self) -> int | None: ...
+
+
+@runtime_checkable
 class LanguageModelBackend(Protocol):
     """Where an LM world model (:class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`) runs its language model:
     transformers in the training process (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the
@@ -640,7 +649,7 @@ __all__ = [
     "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
     # environments and world models, both domains
     "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
-    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "LanguageModelBackend",
+    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "KnowsContext", "LanguageModelBackend",
     "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
     # policies, generation, data
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",

@@ -81,6 +81,15 @@ class HFGenerationEngine(GenerationEngine):
         # sequence's text decoded again to check for a closed code block.
         self._backtick_ids = _ids_with_backtick(tokenizer)
 
+    @property
+    def context_length(self) -> int | None:
+        """The most tokens the policy was trained to attend over (its config's ``max_position_embeddings``)."""
+        try:
+            value = self.model.config.max_position_embeddings  # a transformers causal LM's
+        except AttributeError:  # a model without a transformers config
+            return None
+        return int(value) if isinstance(value, int) else None
+
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
         """One continuation per prompt; see the class docstring for how log-probs and stops are defined."""
         if any(len(prompt) == 0 for prompt in prompts):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from wmrl.generation.engine import OPEN_FENCE, GenerationEngine, SamplingParams
-from wmrl.types import Environment, Outcome, Source, StepRequest, Trajectory, Turn
+from wmrl.types import Environment, KnowsContext, Outcome, Source, StepRequest, Trajectory, Turn
 
 SYSTEM_PROMPT = (
     "You are an expert machine-learning engineer. You solve a prediction task by writing one complete, "
@@ -161,6 +161,10 @@ class RolloutState:
         return Trajectory(self.task_id, self.group, tuple(self.turns), self.environment.source)
 
 
+class PromptTooLong(ValueError):
+    """A task's first turn does not fit the policy's context (the message names the task, the sizes and fixes)."""
+
+
 class AgentLoop:
     """Runs rollouts turn by turn: all active rollouts generate together, then every environment answers its
     rollouts' turns in one batch (so real executions run concurrently)."""
@@ -196,8 +200,25 @@ class AgentLoop:
         messages = [{"role": "system", "content": self.settings.system_prompt}, {"role": "user", "content": prompt}]
         prefill = response_prefill(self.settings.prefill, starter)
         ids = self._encode(self._render(messages, generation_prompt=True) + prefill)
+        self._check_fits(task_id, len(ids))
         return RolloutState(task_id, group, environment, messages, ids, [False] * len(ids), [0.0] * len(ids),
                             prefill=prefill)
+
+    def _check_fits(self, task_id: str, prompt_tokens: int) -> None:
+        """Refuse a first turn that does not fit the policy's context (the engine's ``context_length``, where it
+        has one) with its response: a model past its context reads a prompt it was never trained on, and an engine
+        that cuts the prompt drops the task card or the starter without a word."""
+        context = self.engine.context_length if isinstance(self.engine, KnowsContext) else None
+        needed = prompt_tokens + self.settings.max_new_tokens
+        if context is None or needed <= context:
+            return
+        raise PromptTooLong(
+            f"task {task_id!r}: the first turn's prompt is {prompt_tokens:,} tokens (system prompt, task card, "
+            f"starter and prefill) and a turn may add max_new_tokens = {self.settings.max_new_tokens:,}: "
+            f"{needed:,} > the policy's context of {context:,} tokens. Leave the task out (data.init_args.tasks, "
+            "eval_tasks; wide tables give long cards), give it a shorter starter (the environment's "
+            "starter_solution), lower model.init_args.max_new_tokens, or use a policy with a longer context"
+        )
 
     def _bridge(self, state: RolloutState, response_text: str, ended_with_eos: bool, feedback: str) -> list[int]:
         """Tokens between a response and the next response: end of turn, feedback as user, assistant header."""
