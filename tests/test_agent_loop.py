@@ -180,7 +180,7 @@ def test_a_first_turn_longer_than_the_policys_context_is_refused_naming_the_task
     from wmrl.models import tiny_llama
     from wmrl.rollout.agent import PromptTooLong
 
-    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0, context=4096)
     engine = HFGenerationEngine(model, tokenizer)
     assert engine.context_length == model.config.max_position_embeddings == 4096
     agent = AgentLoop(tokenizer, engine, AgentSettings(max_new_tokens=256))

@@ -238,6 +238,7 @@ def tiny_llama(
     layers: int = 2,
     seed: int = 0,
     cache_dir: str | Path | None = None,
+    context: int = 32768,
 ) -> tuple[Any, Any]:
     """A randomly initialised Llama for tests, built in-process (no download, no GGUF dequantization).
 
@@ -247,6 +248,9 @@ def tiny_llama(
         layers: number of decoder layers.
         seed: initialisation seed (the global RNG is left untouched).
         cache_dir: wmrl's cache root, for the default tokenizer.
+        context: its ``max_position_embeddings``, the context a prompt must fit (`wmrl.rollout.agent.PromptTooLong`).
+            Large by default: a byte tokenizer makes a task card one token a character, and rotary positions
+            cost nothing until used.
 
     Returns:
         ``(model, tokenizer)``, the model in float32 and train mode, with tied input/output embeddings.
@@ -267,7 +271,7 @@ def tiny_llama(
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=heads,
-        max_position_embeddings=4096,
+        max_position_embeddings=context,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
