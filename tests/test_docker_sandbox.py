@@ -168,7 +168,7 @@ def test_memory_limit_kills_with_an_out_of_memory_hint(docker_sandbox):
         docker_sandbox, "x = bytearray(1024 * 1024 * 1024)", SandboxLimits(timeout_s=30, memory_mb=256)
     )
     assert result.exit_code == -9 and not result.timed_out
-    assert "out of memory" in result.stderr_tail
+    assert "out of memory" in result.note
 
 
 @pytest.mark.docker

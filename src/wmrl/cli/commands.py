@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import sys
-import unicodedata
 from pathlib import Path
 
 from rich.console import Console
@@ -26,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from wmrl.autoresearch.environments.quoting import printable
 from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
 # Tables stay readable when piped or logged (rich assumes 80 columns without a terminal).
@@ -273,32 +273,6 @@ def read_script(path: str) -> str:
         raise CliError(
             f"solution script {path!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
         ) from None
-
-
-def _escaped(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-# What a terminal obeys rather than shows: C0 and C1 controls (ESC, the 8-bit CSI U+009B and OSC U+009D), DEL,
-# and the invisible format characters: bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069, which
-# reorder what is shown), zero-width characters, line and paragraph separators.
-def _obeyed(char: str) -> bool:
-    return unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs") and char not in "\n\t"
-
-
-def printable(text: str) -> str:
-    r"""``text`` with every control and format character shown as an escape (newlines and tabs kept).
-
-    What a script prints reaches the user's terminal through the feedback: an escape sequence there could clear
-    the screen, rewrite the clipboard (OSC 52) or hide lines, and a bidi override could make text read other than
-    it is. Escaping (rather than deleting) shows the user exactly what the script tried.
-
-    >>> printable("ok\x1b]52;c;SGVsbG8=\x07 \x9b2J\u202edone\r\n\tnext")
-    'ok\\x1b]52;c;SGVsbG8=\\x07 \\x9b2J\\u202edone\n\tnext'
-    """
-    text = text.replace("\r\n", "\n")
-    return "".join(_escaped(c) if _obeyed(c) else c for c in text)
 
 
 def safe_json(obj: object) -> str:

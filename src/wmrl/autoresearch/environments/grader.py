@@ -23,6 +23,7 @@ import re
 import traceback
 
 from wmrl.algorithms.reward import ladder_reward, leaderboard_position
+from wmrl.autoresearch.environments.quoting import quoted
 from wmrl.autoresearch.environments.sandbox.base import ExecutionResult
 from wmrl.autoresearch.tasks.build import BuiltTask
 from wmrl.autoresearch.tasks.grade_runner import GraderFailed
@@ -102,9 +103,9 @@ def _last_exception(stderr: str) -> str | None:
     return None
 
 
-def _tail(text: str, lines: int = _FEEDBACK_LINES) -> str:
-    kept = text.strip("\n").splitlines()
-    return "\n".join(kept[-lines:])
+def _note(result: ExecutionResult) -> str:
+    """What the sandbox itself says about the run (an out-of-memory kill), outside the script's output."""
+    return f"\nThe sandbox: {result.note}" if result.note else ""
 
 
 def _outcome(status: Status, result: ExecutionResult, stdout: str, feedback: str, **kw) -> Outcome:
@@ -152,8 +153,8 @@ def grade(task: BuiltTask, result: ExecutionResult) -> Outcome:
             hint = " (a resource limit: memory, CPU time, file size or processes)"
         else:
             hint = ""
-        feedback = _tail(result.stderr_tail) or "(no output on stderr)"
-        feedback += f"\nProcess exited with code {result.exit_code}{hint} after {secs}."
+        feedback = quoted(result.stderr_tail, "error output", _FEEDBACK_LINES) or "The script wrote nothing to stderr.\n"
+        feedback += f"Process exited with code {result.exit_code}{hint} after {secs}.{_note(result)}"
         return _outcome(Status.RUNTIME_ERR, result, stdout, feedback, error=exc or f"exit code {result.exit_code}")
     try:
         return _grade_submission(task, result, stdout, secs)
@@ -229,6 +230,12 @@ def grader_self_test(task: BuiltTask) -> str | None:
     return _self_tests[key]
 
 
+def _host_load(result: ExecutionResult) -> str:
+    if result.others_cpus is None or result.host_cpus is None:
+        return ""
+    return f" (they kept {result.others_cpus:.1f} of the host's {result.host_cpus} CPUs busy on average)"
+
+
 def _timeout(task: BuiltTask, result: ExecutionResult, stdout: str) -> Outcome:
     """A run stopped at its time budget: its own timeout (0.0), or, when the host kept it from a CPU for longer
     than the budget allows (``starved``), an infrastructure failure that is never scored."""
@@ -237,21 +244,22 @@ def _timeout(task: BuiltTask, result: ExecutionResult, stdout: str) -> Outcome:
     if result.timeout_reason == "starved":
         return _missing(result, "The machine was too busy to give the script its time budget; this run is not "
                                 "scored.", f"infra: starved: the run got{used} while waiting "
-                                           f"{result.starved_seconds or 0:.1f} s for a CPU held by other processes")
+                                           f"{result.starved_seconds or 0:.1f} s for a CPU held by other processes"
+                                           f"{_host_load(result)}")
     kind = "of CPU time " if result.timeout_reason == "cpu" else ""
     return _outcome(
         Status.TIMEOUT,
         result,
         stdout,
-        f"{_tail(stdout, 10)}\nTimeoutError: the script was killed after {limit:g} s {kind}(its time budget){used}."
-        .lstrip(),
+        f"{quoted(stdout, 'output', 10)}TimeoutError: the script was killed after {limit:g} s {kind}(its time budget)"
+        f"{used}.",
         error="timeout",
     )
 
 
 def _no_sub(result: ExecutionResult, stdout: str, secs: str, why: str) -> Outcome:
     why = cap(why, _MAX_PROBLEM_CHARS)  # a parser's message can quote the whole offending line
-    feedback = f"{_tail(stdout, 20)}\nThe script finished in {secs} but {why}".lstrip()
+    feedback = f"{quoted(stdout, 'output', 20)}The script finished in {secs} but {why}"
     return _outcome(Status.RAN_NO_SUB, result, stdout, feedback, error=why)
 
 
@@ -375,9 +383,9 @@ def _valid(task: BuiltTask, result: ExecutionResult, stdout: str, secs: str, sco
         raise ValueError(f"task {task.id} has no recorded leaderboard (wmrl tasks build {task.id} --record)")
     position = leaderboard_position(score, list(task.leaderboard.values()), task.higher_is_better)
     feedback = (
-        f"{_tail(stdout, 20)}\nThe script finished in {secs}. submission.csv: {rows} rows, "
+        f"{quoted(stdout, 'output', 20)}The script finished in {secs}. submission.csv: {rows} rows, "
         "format valid; it was submitted for grading."
-    ).lstrip()
+    )
     return _outcome(
         Status.VALID, result, stdout, feedback, reward=ladder_reward(Status.VALID, position), score=score, position=position
     )

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from wmrl.types import StepRequest
 
 log = logging.getLogger(__name__)
+# A run the host starved (its timeout excused by CPU that other processes held) is run again this many times before
+# it is recorded as missing, with the host's load named (`grader._timeout`).
+STARVED_RETRIES = 2
 STARTER_VIEWS = ("script", "score")  # SandboxEnvironment(starter_view=...)
 
 
@@ -149,7 +152,8 @@ class SandboxEnvironment:
         jobs: Sequence[tuple[str, str | None]],
         on_done: Callable[[int, Outcome], None] | None = None,
     ) -> list[Outcome]:
-        """Run and grade many solutions concurrently (bounded by the sandbox), results in order."""
+        """Run and grade many solutions concurrently (bounded by the sandbox), results in order. A run the host
+        starved is run again up to ``STARVED_RETRIES`` times; after that it is missing (infra), never a 0."""
         outcomes: list[Outcome | None] = [None] * len(jobs)
         pending: list[tuple[int, BuiltTask, str, str]] = []
         for i, (task_id, script) in enumerate(jobs):
@@ -165,8 +169,15 @@ class SandboxEnvironment:
                 continue
             pending.append((i, task, script, key))
 
+        attempts = [0] * len(pending)
+        again: list[int] = []
+
         def finished(j: int, result) -> None:
             i, task, script, key = pending[j]
+            attempts[j] += 1
+            if result.timeout_reason == "starved" and attempts[j] <= STARVED_RETRIES:
+                again.append(j)  # the host's fault, not the script's: run it again before calling it missing
+                return
             outcome = grade(task, result)
             if self.log is not None:
                 cacheable = not result.timed_out or result.own_timeout
@@ -177,7 +188,11 @@ class SandboxEnvironment:
                 on_done(i, outcome)
 
         hidden = self.hidden_paths() if pending else ()
-        self.sandbox.run_many([self.request(task, script, hidden) for _, task, script, _ in pending], on_done=finished)
+        batch = list(range(len(pending)))
+        while batch:
+            self.sandbox.run_many([self.request(pending[j][1], pending[j][2], hidden) for j in batch],
+                                  on_done=lambda k, result, batch=batch: finished(batch[k], result))
+            batch, again[:] = sorted(again), []
         return outcomes  # type: ignore[return-value]
 
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:

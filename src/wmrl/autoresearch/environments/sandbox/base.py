@@ -78,7 +78,9 @@ class ExecutionResult:
         exit_code: the script's exit status (negative: killed by that signal); ``None`` if it never ran.
         wall_seconds: wall-clock from start to exit (or kill).
         timed_out: stopped for exceeding its time budget (``limits.timeout_s``; see ``timeout_reason``).
-        stdout_tail / stderr_tail: head + tail of each stream (sandbox markers removed).
+        stdout_tail / stderr_tail: head + tail of each stream (sandbox markers removed): the script's words only.
+        note: what the sandbox itself says about the run (``killed: out of memory ...``), kept apart from the
+            streams so that a script cannot write it.
         stdout_bytes / stderr_bytes: total bytes written to each stream.
         files: collected files by name; a name is absent if the file was missing or refused.
         file_errors: why a collected file was refused (a symlink, not a regular file, too large).
@@ -90,6 +92,8 @@ class ExecutionResult:
         cpu_seconds: CPU seconds the run's whole process tree used; ``None`` where the backend cannot count them.
         starved_seconds: seconds the run waited for a CPU that other processes held
             (:mod:`~wmrl.autoresearch.environments.sandbox.cpu_budget`); ``None`` where not measured.
+        others_cpus / host_cpus: how many of the host's CPUs (those the sandbox may use) other processes kept busy
+            on average while the run ran, and how many there are; ``None`` where not measured.
         timeout_reason: why a timed-out run was stopped: ``cpu`` (it used its CPU budget), ``wall`` (the
             wall-clock deadline, without starvation: it slept or blocked; also every timeout where CPU time is not
             counted) or ``starved`` (the host kept it from a CPU: an infrastructure failure).
@@ -100,6 +104,7 @@ class ExecutionResult:
     timed_out: bool = False
     stdout_tail: str = ""
     stderr_tail: str = ""
+    note: str = ""
     stdout_bytes: int = 0
     stderr_bytes: int = 0
     files: Mapping[str, bytes] = field(default_factory=dict)
@@ -111,6 +116,8 @@ class ExecutionResult:
     time_limit_s: float | None = None
     cpu_seconds: float | None = None
     starved_seconds: float | None = None
+    others_cpus: float | None = None
+    host_cpus: int | None = None
     timeout_reason: str | None = None
 
     @property

@@ -240,10 +240,12 @@ def finish(
     err: TailBuffer,
     backend: str,
     isolation: str,
-    stderr_note: str = "",
+    note: str = "",
     timeout_reason: str | None = None,
     cpu_seconds: float | None = None,
     starved_seconds: float | None = None,
+    others_cpus: float | None = None,
+    host_cpus: int | None = None,
 ) -> ExecutionResult:
     """What every backend reports after a run: markers parsed, outputs collected, tripwires and infra decided.
 
@@ -251,7 +253,7 @@ def finish(
     an infrastructure error, never the script's fault.
     """
     markers = parse_markers(err.text(), nonce)
-    stderr = markers.stderr + stderr_note
+    stderr = markers.stderr
     files, file_errors = collect_files(workdir, request.collect, request.limits.max_collect_mb * 1024 * 1024)
     tripwires = markers.tripwires + link_tripwires(file_errors)
     if exit_code == TRIPWIRE_EXIT_CODE and not tripwires:
@@ -265,6 +267,7 @@ def finish(
         timed_out=timed_out,
         stdout_tail=out.text(),
         stderr_tail=stderr,
+        note=note,
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         files=files,
@@ -276,5 +279,7 @@ def finish(
         time_limit_s=request.limits.timeout_s,
         cpu_seconds=cpu_seconds,
         starved_seconds=starved_seconds,
+        others_cpus=others_cpus,
+        host_cpus=host_cpus,
         timeout_reason=timeout_reason if timed_out else None,
     )

@@ -18,14 +18,20 @@ blocking on input); time spent waiting for a CPU held by others is excused. A ru
     the host kept it from a CPU for more than ``MAX_EXTENSION`` times the budget: an infrastructure failure
     (``infra_error``, missing, never cached), as the method prescribes for timeouts caused by host contention.
 
-Starvation is measured from the scheduler's per-thread run-queue delay (``/proc/<tid>/schedstat``), counted
-only while the run got less than one CPU in the interval: a run whose own processes wait for one another
-inside its one-CPU quota got its CPU and was not starved. Without a control group the budget is wall-clock
-seconds and every timeout is ``wall``.
+Starvation is CPU that *other* work held, never what a run does to itself: a script whose sixteen children burst
+together waits for its own threads, and that wait must not turn its timeout into "missing". In each interval of
+``TICK_S`` the run is counted starved for the least of three figures: its threads' run-queue delay
+(``/proc/<tid>/schedstat``), its shortfall from the ``cpus`` it may use (a run that got its CPU was not starved,
+however its threads queued inside it), and the CPU its quota was *denied by others*: the CPU time the host's
+other processes took (``/proc/stat`` over the CPUs this process may run on, minus the run's own) beyond the
+``ncpu - cpus`` CPUs that leave the run its share (steal time, a hypervisor's neighbours, counts as others').
+Without a control group the budget is wall-clock seconds and every timeout is ``wall``; where ``/proc/stat``
+cannot be read, only the first two figures bound it (the rule before the host's share was counted).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -50,6 +56,26 @@ def run_delay_seconds(tid: int) -> float | None:
         return None
 
 
+def host_busy_seconds() -> tuple[float, int] | None:
+    """CPU seconds the CPUs this process may run on have been busy since boot (everything but idle and I/O wait,
+    steal included) and how many CPUs that is, from ``/proc/stat``; ``None`` where it cannot be read."""
+    try:
+        allowed = os.sched_getaffinity(0)
+        hz = os.sysconf("SC_CLK_TCK")
+        busy, n = 0, 0
+        with open("/proc/stat") as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if not name.startswith("cpu") or not name[3:].isdigit() or int(name[3:]) not in allowed:
+                    continue
+                ticks = [int(v) for v in rest.split()[:8]]  # user nice system idle iowait irq softirq steal
+                busy += sum(ticks) - ticks[3] - ticks[4]
+                n += 1
+    except (OSError, ValueError, IndexError):
+        return None
+    return (busy / hz, n) if n else None
+
+
 class CpuBudget:
     """Watches one run and says when, and why, it must be stopped.
 
@@ -58,6 +84,11 @@ class CpuBudget:
         files: the run's control group, or ``None`` (wall-clock budget only).
         clock: the clock, injectable for tests (``time.monotonic``).
         delay: a thread's run delay, injectable for tests (:func:`run_delay_seconds`).
+        host: the host's busy CPU seconds and CPU count, injectable for tests (:func:`host_busy_seconds`).
+        cpus: the CPUs the run's quota lets it use at once.
+
+    After a run, ``others_cpus`` is how many of the host's ``host_cpus`` CPUs its other processes kept busy on
+    average while it ran (``None`` where not measured).
     """
 
     def __init__(
@@ -66,11 +97,17 @@ class CpuBudget:
         files: CgroupFiles | None,
         clock: Callable[[], float] = time.monotonic,
         delay: Callable[[int], float | None] = run_delay_seconds,
+        host: Callable[[], tuple[float, int] | None] = host_busy_seconds,
+        cpus: float = 1.0,
     ) -> None:
         self.limit_s = limit_s
         self.files = files
-        self.clock, self.delay = clock, delay
+        self.clock, self.delay, self.host, self.cpus = clock, delay, host, cpus
         self.start = self.last = clock()
+        self._host = host() if files is not None else None
+        self._others = 0.0  # CPU seconds the host's other processes used while the run ran
+        self.others_cpus: float | None = None
+        self.host_cpus: int | None = self._host[1] if self._host is not None else None
         self.cpu_seconds: float | None = 0.0 if files is not None else None
         self.starved_seconds: float | None = 0.0 if files is not None else None
         self._delays: dict[int, float] = {}
@@ -91,7 +128,16 @@ class CpuBudget:
             if total is not None:
                 waited += max(0.0, total - self._delays.get(tid, 0.0))
                 self._delays[tid] = total
-        self.starved_seconds += min(waited, max(0.0, dt - got))
+        denied = float("inf")
+        host = self.host() if self._host is not None else None
+        if host is not None:
+            (busy, n), (before, _) = host, self._host
+            self._host = host
+            others = max(0.0, busy - before - got)
+            self._others += others
+            self.others_cpus = self._others / max(now - self.start, 1e-9)
+            denied = max(0.0, others - max(0.0, n - self.cpus) * dt)
+        self.starved_seconds += min(waited, max(0.0, self.cpus * dt - got), denied)
 
     def check(self) -> TimeoutReason | None:
         """Sample the run and return why it must stop now, or ``None`` while it is within its budget."""

@@ -444,7 +444,7 @@ class DockerSandbox(Sandbox):
             exit_code = -9
         note = ""
         if state.get("OOMKilled"):
-            note = f"\n[wmrl] killed: out of memory (limit {request.limits.memory_mb} MB)"
+            note = f"killed: out of memory (limit {request.limits.memory_mb} MB)"
         return finish(
             workdir=workdir,
             request=request,
@@ -457,10 +457,12 @@ class DockerSandbox(Sandbox):
             err=err,
             backend=self.name,
             isolation=self.description,
-            stderr_note=note,
+            note=note,
             timeout_reason=reason,
             cpu_seconds=budget.cpu_seconds,
             starved_seconds=budget.starved_seconds,
+            others_cpus=budget.others_cpus,
+            host_cpus=budget.host_cpus,
         )
 
     @staticmethod

@@ -503,7 +503,7 @@ class ProcessSandbox(Sandbox):
             exit_code = -(exit_code - 128)  # bwrap reports a child killed by signal N as 128 + N
         note = ""
         if cgroup is not None and cgroup.files.oom_killed():
-            note = f"\n[wmrl] killed: out of memory (limit {request.limits.memory_mb} MB for the whole run)"
+            note = f"killed: out of memory (limit {request.limits.memory_mb} MB for the whole run)"
         return finish(
             workdir=workdir,
             request=request,
@@ -516,10 +516,12 @@ class ProcessSandbox(Sandbox):
             err=err,
             backend=self.name,
             isolation=self.description,
-            stderr_note=note,
+            note=note,
             timeout_reason=reason,
             cpu_seconds=budget.cpu_seconds,
             starved_seconds=budget.starved_seconds,
+            others_cpus=budget.others_cpus,
+            host_cpus=budget.host_cpus,
         )
 
 
