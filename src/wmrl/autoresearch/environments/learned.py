@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
 from wmrl.types import Outcome, Source, Status
 
@@ -241,11 +242,14 @@ class LearnedWorldModel:
         return self._starter_of(task_id) if self._starter_of is not None else self.suite.get(task_id).starter
 
     def embed(self, task_ids: Sequence[str], scripts: Sequence[str]) -> torch.Tensor:
-        """Unit-norm embedding ``[n, dim]`` of each script's changed part (mean over its token windows)."""
+        """Unit-norm embedding ``[n, dim]`` of each script's changed part (mean over its token windows), both the
+        script and its starter read as they execute (:func:`~wmrl.autoresearch.environments.executed_form.executed_form`:
+        comments, docstrings and printed literal text, which change nothing the grader sees, are not embedded)."""
         import torch
 
         self._ensure_ready()
-        texts = [changed_part(s, self._starter(t)) for t, s in zip(task_ids, scripts, strict=True)]
+        texts = [changed_part(executed_form(s), executed_form(self._starter(t)))
+                 for t, s in zip(task_ids, scripts, strict=True)]
         keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
         todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in self._embeddings}.items())
         window = min(int(getattr(self.tokenizer, "model_max_length", 256) or 256), 256) - 2

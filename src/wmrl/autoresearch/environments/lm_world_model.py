@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from wmrl.algorithms.reward import ladder_reward
+from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.grader import check_script
 from wmrl.autoresearch.tasks.build import STARTER_HEADING
 from wmrl.types import LanguageModelBackend, Outcome, Source, Status
@@ -298,11 +299,13 @@ class LMWorldModel:
         return outcomes  # type: ignore[return-value]
 
     def simulation_prompt(self, request: StepRequest, instructions: str) -> str:
-        """Task overview and data dictionary (the starter solution left out), the numbered code, the question."""
+        """Task overview and data dictionary (the starter solution left out), the numbered code as it executes
+        (:func:`~wmrl.autoresearch.environments.executed_form.executed_form`: no comments, docstrings or printed
+        literal text, which could talk the model into a reward), the question."""
         overview = self.suite.get(request.task_id).description.split(STARTER_HEADING)[0].rstrip()
         if len(overview) > self.overview_chars:
             overview = overview[: self.overview_chars] + "\n[... task text truncated ...]"
-        code = numbered(request.code or "", self.code_chars)
+        code = numbered(executed_form(request.code or ""), self.code_chars)
         return f"# Task\n{overview}\n\n# Solution script (solution.py)\n{code}\n\n{instructions}"
 
     def _chat_ids(self, user: str) -> list[int]:
