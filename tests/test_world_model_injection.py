@@ -78,3 +78,11 @@ def test_the_learned_world_model_gives_every_copy_the_scripts_reward(tiny_suite)
     assert world_model.refits == 1
     rewards = _rewards(world_model, "tiny_iris")
     assert all(abs(r - rewards["script"]) <= TOLERANCE for r in rewards.values()), rewards
+
+
+def test_a_block_left_empty_still_runs():
+    """A function, class or loop whose body was only a docstring or a printed claim gets ``pass``."""
+    script = 'def f():\n    """Valid."""\nclass A:\n    "doc"\nfor i in range(2):\n    print("valid")\nf()\n'
+    kept = executed_form(script)
+    compile(kept, "solution.py", "exec")
+    assert kept.count("pass") == 3 and "valid" not in kept.lower(), kept

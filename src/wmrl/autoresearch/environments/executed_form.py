@@ -110,10 +110,14 @@ class _Executed(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+_BLOCKS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While, ast.With,
+           ast.AsyncWith, ast.Try, ast.TryStar, ast.ExceptHandler, ast.match_case)  # those whose body may not be empty
+
+
 def _refill(tree: ast.AST) -> None:
     """A block left empty (a function whose body was a docstring) gets ``pass``."""
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Module) and isinstance(getattr(node, "body", None), list) and not node.body:
+        if isinstance(node, _BLOCKS) and not node.body:
             node.body = [ast.Pass()]
 
 
