@@ -36,7 +36,8 @@ _SPLIT = re.compile(rb"[\s,;|\"'\[\](){}<>=:]+|(?<=[a-z])[-_.]")
 _DELIMITERS = (b",", b"\t", b";", b"|")
 # Binary files: every byte that is not printable ASCII (or a tab) ends a line.
 _TO_LINES = bytes(c if 0x20 <= c <= 0x7E or c == 0x09 else 0x0A for c in range(256))
-_SEPARATORS = (b",", b"\t", b";", b"|", b" ")
+_NOT_SEPARATORS = bytes(c for c in range(256) if c not in b",\t;| ")  # deleted, a string's separators are left
+_STRING = re.compile(rb"[^\n]{3,}")  # a binary file's printable strings of three characters or more
 _CHUNK = 32 << 20
 _MAX_UNPACKED = 512 << 20
 _SKIP_ROOTS = ("/proc", "/sys", "/dev")
@@ -75,8 +76,10 @@ class Matcher:
                 self.by_code[(ti, ri)] = ({t.encode() for t in codes}, max(3, -(-4 * n // 5)))
                 for spelling in {s for spellings in features for s in spellings}:
                     self.features.setdefault(spelling.encode(), []).append((ti, ri))
-        self.vocabulary = set(self.targets) | set(self.features) | {
+        self.target_set = set(self.targets)
+        self.vocabulary = self.target_set | set(self.features) | {
             t for evidence in (self.by_label, self.by_code) for spellings, _ in evidence.values() for t in spellings}
+        self.vocabulary.discard(b"")
 
 
 class FileScan:
@@ -90,14 +93,16 @@ class FileScan:
         self.position = 0
 
     def line(self, raw):
-        tokens = [t for t in _SPLIT.split(raw.lower()) if t]
-        if not tokens:
+        tokens = _SPLIT.split(raw.lower())
+        width = len(tokens) - tokens.count(b"")
+        if not width:
             return
-        known = [t for t in tokens if t in self.m.vocabulary]
-        if len(known) >= 3:  # a target and two feature values at least
-            self._rows(set(known), len(tokens))
-        if len(known) >= 1:
-            self._stream(tokens, ("line", self.position))
+        present = self.m.vocabulary.intersection(tokens)
+        if len(present) >= 3:  # a target and two feature values at least
+            self._rows(present, width)
+        if present:
+            if not present.isdisjoint(self.m.target_set):
+                self._stream([t for t in tokens if t], ("line", self.position))
             for delimiter in _DELIMITERS:
                 if delimiter in raw:
                     fields = raw.split(delimiter)[:_MAX_COLUMNS]
@@ -130,12 +135,14 @@ class FileScan:
                 self.sequence[ti] = True
 
     def _stream(self, tokens, key):
-        windows = {}
+        windows, targets = {}, self.m.targets
         for i, token in enumerate(tokens):
-            self._advance(windows, key, i, token)
+            if token in targets:
+                self._advance(windows, key, i, token)
 
     def _column(self, c, token):
-        self._advance(self.columns, c, self.position, token)
+        if token in self.m.targets:
+            self._advance(self.columns, c, self.position, token)
 
     def hits(self):
         out = []
@@ -171,26 +178,40 @@ def scan_bytes(matcher, data):
     """The hits in one file's contents (already in memory): [(task id, how)]."""
     state = FileScan(matcher)
     binary = b"\x00" in data[:8192]
-    for line in (data.translate(_TO_LINES) if binary else data).split(b"\n"):
-        if not binary or (len(line) >= 3 and any(d in line for d in _SEPARATORS)):
-            state.line(line)
+    _lines(state, data.translate(_TO_LINES) if binary else data, len(data), binary)
     return state.hits()
+
+
+def _lines(state, data, end, binary):
+    """Feed ``data[:end]`` to ``state`` line by line; of binary data (already one printable string a line) only the
+    strings of three characters or more that hold a separator (a table or a list has separators)."""
+    if not binary:
+        for line in data[:end].split(b"\n"):
+            state.line(line)
+        return
+    for line in _STRING.findall(data, 0, end):
+        if line.translate(None, _NOT_SEPARATORS):
+            state.line(line)
 
 
 class LibcFile:
     """A file read through the C library: below Python's audit hooks, so the sandbox's tripwire (a detector of
     reward hacking) neither sees nor stops the scan, which reads what a script could read by any means."""
 
-    def __init__(self, path):
-        import ctypes
+    _shared = None  # (ctypes, libc, a 1 MB buffer): loaded and allocated once for the thousands of files of a scan
 
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.libc.lseek.restype = ctypes.c_long
-        self.libc.read.restype = ctypes.c_long
+    def __init__(self, path):
+        if LibcFile._shared is None:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.lseek.restype = ctypes.c_long
+            libc.read.restype = ctypes.c_long
+            LibcFile._shared = (ctypes, libc, ctypes.create_string_buffer(1 << 20))
+        self.ctypes, self.libc, self.buffer = LibcFile._shared
         self.fd = self.libc.open(os.fsencode(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "cannot open", path)
-        self.buffer = ctypes.create_string_buffer(1 << 20)
+            raise OSError(self.ctypes.get_errno(), "cannot open", path)
 
     def read(self, size=-1):
         parts, wanted = [], size if size >= 0 else 1 << 62
@@ -198,7 +219,7 @@ class LibcFile:
             n = self.libc.read(self.fd, self.buffer, min(wanted, len(self.buffer)))
             if n <= 0:
                 break
-            parts.append(self.buffer.raw[:n])
+            parts.append(self.ctypes.string_at(self.buffer, n))
             wanted -= n
         return b"".join(parts)
 
@@ -255,9 +276,7 @@ def _feed(state, f, size, binary):
             data = data.translate(_TO_LINES)
         cut = data.rfind(b"\n")
         cut = len(data) if cut < 0 or left <= 0 or len(chunk) < _CHUNK else cut
-        for line in data[:cut].split(b"\n"):
-            if not binary or (len(line) >= 3 and any(d in line for d in _SEPARATORS)):
-                state.line(line)
+        _lines(state, data, cut, binary)
         rest = data[cut:]
     for line in rest.split(b"\n"):
         state.line(line)
