@@ -11,6 +11,11 @@ from sandbox_probe import bwrap_missing
 
 from wmrl.autoresearch.tasks.spec import TaskSpec
 
+# The suite's fits keep torch's default thread count (one per core), as before the kit chose it from the load
+# (wmrl.threads): a run and its resume in one test, or a fit and the base it is compared with, then use the same
+# kernels whatever else the machine is doing. tests/test_threads.py tests the choice itself.
+os.environ.setdefault("WMRL_THREADS", str(os.cpu_count() or 1))
+
 
 def _iris():
     from sklearn.datasets import load_iris

@@ -381,6 +381,16 @@ def run(argv: list[str] | None) -> int:
     and in site-packages)."""
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    from wmrl.threads import apply_threads
+
+    try:
+        choice = apply_threads()  # from what this process may really use: wmrl.threads
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    words = sys.argv[1:] if argv is None else argv
+    if "--print_config" not in " ".join(words):
+        sys.stderr.write(choice.line() + "\n")
     try:
         WMRLCli(argv)
     except RunConfigExists as exc:
