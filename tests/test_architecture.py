@@ -26,7 +26,7 @@ ROOT = "wmrl"
 #: part -> the modules it holds, by dotted prefix (the longest prefix that matches decides; the package ``wmrl``
 #: itself is core)
 PARTS: dict[str, tuple[str, ...]] = {
-    "core": ("wmrl.types", "wmrl.paths", "wmrl.algorithms", "wmrl.callbacks", "wmrl.generation", "wmrl.models",
+    "core": ("wmrl.types", "wmrl.paths", "wmrl.threads", "wmrl.algorithms", "wmrl.callbacks", "wmrl.generation", "wmrl.models",
              "wmrl.rollout", "wmrl.modules", "wmrl.evaluation"),
     "autoresearch.tasks": ("wmrl.autoresearch.tasks",),
     "autoresearch.environments": ("wmrl.autoresearch.environments",),

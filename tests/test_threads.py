@@ -38,14 +38,30 @@ def test_a_cgroup_quota_is_read_from_cpu_max(tmp_path):
     assert cgroup_cpus(tmp_path, tmp_path / "proc") is None
 
 
-def test_wmrl_fit_says_its_choice(tmp_path):
-    """The choice is printed before the config is read (a bad config still shows it), from the real readings."""
-    env = {k: v for k, v in os.environ.items() if k not in ("WMRL_THREADS", "OMP_NUM_THREADS")}
-    run = subprocess.run([sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
-                          "--trainer.max_steps", "x"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    line = next(line for line in run.stderr.splitlines() if line.startswith("torch threads: "))
-    threads = int(line.split()[2])
-    assert 1 <= threads <= len(os.sched_getaffinity(0)) and "CPUs this process may run on" in line
+def test_wmrl_fit_says_its_choice_from_the_real_readings(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    """A real fit (the tiny model, one step) chooses from this machine's readings, sets torch and says so on stderr."""
+    import torch
+
+    from wmrl.cli import main
+
+    monkeypatch.delenv("WMRL_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        code = main(["fit", "-c", str(ROOT / "configs/autoresearch/quickstart.yaml"), "-c", str(ROOT / "configs/debug/fast.yaml"),
+                     "--model.init_args.model", str(tiny_model_dir), "--trainer.default_root_dir", str(tmp_path),
+                     "--trainer.enable_progress_bar", "false"])
+        chosen = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert code == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("torch threads: ")]
+    assert int(line.split()[2]) == chosen and 1 <= chosen <= len(os.sched_getaffinity(0))
+    assert "CPUs this process may run on" in line and "held by other processes" in line
+
+
+def test_a_bad_thread_count_exits_naming_the_key(tmp_path):
+    env = {**os.environ, "WMRL_THREADS": "0"}
     bad = subprocess.run([sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / "configs/autoresearch/quickstart.yaml")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**env, "WMRL_THREADS": "0"})
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 2 and "WMRL_THREADS=0: at least 1 thread" in bad.stderr

@@ -45,10 +45,28 @@ def cgroup_cpus(root: Path = Path("/sys/fs/cgroup"), proc_cgroup: Path = Path("/
     return None if quota == "max" else int(quota) / int(period)
 
 
+def host_busy_seconds() -> tuple[float, int] | None:
+    """CPU seconds the CPUs this process may run on have been busy since boot (everything but idle and I/O wait,
+    steal included) and how many CPUs that is, from ``/proc/stat``; ``None`` where it cannot be read."""
+    try:
+        allowed = os.sched_getaffinity(0)
+        hz = os.sysconf("SC_CLK_TCK")
+        busy, n = 0, 0
+        with open("/proc/stat") as f:
+            for line in f:
+                name, _, rest = line.partition(" ")
+                if not name.startswith("cpu") or not name[3:].isdigit() or int(name[3:]) not in allowed:
+                    continue
+                ticks = [int(v) for v in rest.split()[:8]]  # user nice system idle iowait irq softirq steal
+                busy += sum(ticks) - ticks[3] - ticks[4]
+                n += 1
+    except (OSError, ValueError, IndexError):
+        return None
+    return (busy / hz, n) if n else None
+
+
 def others_busy(sample_s: float = 0.3) -> float | None:
     """CPUs other processes kept busy (on this process's CPUs) over ``sample_s`` seconds, ``None`` if unreadable."""
-    from wmrl.autoresearch.environments.sandbox.cpu_budget import host_busy_seconds
-
     first, own, start = host_busy_seconds(), time.process_time(), time.monotonic()
     time.sleep(sample_s)
     second = host_busy_seconds()

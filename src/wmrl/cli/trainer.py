@@ -203,6 +203,8 @@ class WMRLCli(LightningCLI):
         kwargs["callbacks"] = listed + default_callbacks(
             listed, root, checkpointing=config.get("enable_checkpointing") is not False,
             progress_bar=config.get("enable_progress_bar") is not False)
+        if _THREADS is not None:  # once the config has built: a configuration error stays a few lines
+            sys.stderr.write(_THREADS.line() + "\n")
         return super().instantiate_trainer(**kwargs)
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
@@ -373,6 +375,9 @@ def config_error(exc: BaseException) -> list[str] | None:
     return lines
 
 
+_THREADS = None  # the thread choice of this `wmrl fit|validate|test` (wmrl.threads.ThreadChoice)
+
+
 def run(argv: list[str] | None) -> int:
     """``wmrl fit|validate|test``: run the CLI; a configuration error is printed short (exit 2).
 
@@ -383,14 +388,12 @@ def run(argv: list[str] | None) -> int:
         sys.path.insert(0, os.getcwd())
     from wmrl.threads import apply_threads
 
+    global _THREADS
     try:
-        choice = apply_threads()  # from what this process may really use: wmrl.threads
+        _THREADS = apply_threads()  # from what this process may really use (wmrl.threads); said with the trainer
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    words = sys.argv[1:] if argv is None else argv
-    if "--print_config" not in " ".join(words):
-        sys.stderr.write(choice.line() + "\n")
     try:
         WMRLCli(argv)
     except RunConfigExists as exc:

@@ -31,12 +31,12 @@ cannot be read, only the first two figures bound it (the rule before the host's 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Literal
 
 from wmrl.autoresearch.environments.sandbox.cgroups import CgroupFiles
+from wmrl.threads import host_busy_seconds  # the load as torch's thread choice reads it
 
 TimeoutReason = Literal["cpu", "wall", "starved"]
 MAX_EXTENSION = 2.0  # the wall-clock deadline moves out by at most this many budgets of starvation
@@ -54,26 +54,6 @@ def run_delay_seconds(tid: int) -> float | None:
             return int(f.read().split()[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None
-
-
-def host_busy_seconds() -> tuple[float, int] | None:
-    """CPU seconds the CPUs this process may run on have been busy since boot (everything but idle and I/O wait,
-    steal included) and how many CPUs that is, from ``/proc/stat``; ``None`` where it cannot be read."""
-    try:
-        allowed = os.sched_getaffinity(0)
-        hz = os.sysconf("SC_CLK_TCK")
-        busy, n = 0, 0
-        with open("/proc/stat") as f:
-            for line in f:
-                name, _, rest = line.partition(" ")
-                if not name.startswith("cpu") or not name[3:].isdigit() or int(name[3:]) not in allowed:
-                    continue
-                ticks = [int(v) for v in rest.split()[:8]]  # user nice system idle iowait irq softirq steal
-                busy += sum(ticks) - ticks[3] - ticks[4]
-                n += 1
-    except (OSError, ValueError, IndexError):
-        return None
-    return (busy / hz, n) if n else None
 
 
 class CpuBudget:
