@@ -15,13 +15,17 @@ def assert_suite_passes(python: Path, folder: str, timeout_s: int) -> None:
     session's environment inherited) passes, and no test in it skipped.
 
     ``--confcutdir`` keeps ``tests/conftest.py`` (the 3.11 suite's) out, so ``tests/`` itself goes on ``PYTHONPATH``
-    for the helpers the folders share with the main suite (``config_overlays``)."""
+    for the helpers the folders share with the main suite (``config_overlays``). With ``WMRL_CI_LOGS`` set (.ci/run),
+    the run's whole output, its ten slowest tests included, is kept there as ``nested-<folder>.log``."""
     path = ROOT / "tests" / folder
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])}
     run = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir", str(path), str(path)],
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=10", "--confcutdir", str(path),
+         str(path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s,
     )
+    if logs := os.environ.get("WMRL_CI_LOGS"):
+        Path(logs, f"nested-{folder}.log").write_text(run.stdout + run.stderr)
     tail = (run.stdout + run.stderr)[-6000:]
     where = python.parents[1].name
     assert run.returncode == 0, f"tests/{folder} failed in {where}:\n{tail}"
