@@ -172,6 +172,27 @@ def test_memory_limit_kills_with_an_out_of_memory_hint(docker_sandbox):
 
 
 @pytest.mark.docker
+def test_the_work_dir_is_bounded_in_total_not_only_per_file(docker_sandbox):
+    """A run wrote 1,456 MB into docker's work dir in files each below the per-file limit; as in the process
+    sandbox, the work dir is one tmpfs of ``limits.max_disk_mb`` (as root, with a local engine)."""
+    if not docker_sandbox.disk_quota:
+        pytest.skip("no size-limited tmpfs per run here (needs root and mount): the work dir is bounded per file")
+    assert "+quota" in docker_sandbox.description
+    script = (
+        "import os\n"
+        "chunk = b'x' * (32 << 20)\n"
+        "for i in range(24):  # 768 MB in 32 MB files, each below the per-file limit\n"
+        "    with open(f'fill-{i}', 'wb') as f:\n"
+        "        f.write(chunk)\n"
+        "print('WROTE-ALL')\n"
+    )
+    limits = SandboxLimits(timeout_s=30, memory_mb=2048, max_file_mb=64, max_disk_mb=256)
+    result = _run(docker_sandbox, script, limits)
+    assert "WROTE-ALL" not in result.stdout_tail and "No space left" in result.stderr_tail, result
+    assert result.exit_code == 1 and result.infra_error is None
+
+
+@pytest.mark.docker
 def test_process_limit_stops_thread_floods(docker_sandbox):
     script = (
         "import threading, time\n"

@@ -61,13 +61,32 @@ def test_the_policy_holds_on_every_backend(sandbox):
         assert f"{family} DENIED 97" in out, out  # EAFNOSUPPORT
 
 
+FOREIGN_ABI = r"""
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+print("BEFORE", flush=True)
+libc.syscall(0x40000000 | 39)  # getpid through the x32 ABI
+print("AFTER", ctypes.get_errno(), flush=True)
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x32 ABI exists on x86_64 only")
+def test_a_foreign_abi_call_kills_the_script_on_every_backend(sandbox):
+    """One policy, one behaviour: the process sandbox returned EPERM where docker's engine killed the caller."""
+    result = sandbox.run(ExecutionRequest(FOREIGN_ABI, limits=SandboxLimits(timeout_s=60, memory_mb=1024)))
+    assert result.infra_error is None, result.infra_error
+    assert "BEFORE" in result.stdout_tail and "AFTER" not in result.stdout_tail, result.stdout_tail
+    assert result.exit_code == -31, (result.exit_code, result.stderr_tail)  # SIGSYS
+
+
 def test_both_backends_describe_the_policy(sandbox):
     assert "seccomp" in sandbox.description
 
 
 # -- the filter itself, run on a small BPF interpreter ---------------------------------------------------------------
 def _run_filter(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int | None = None) -> tuple[str, int]:
-    """Evaluate a classic-BPF seccomp program on one call: (``allow``|``errno``, errno)."""
+    """Evaluate a classic-BPF seccomp program on one call: (``allow``|``kill``|``errno``, errno)."""
     machine = platform.machine()
     arch = arch if arch is not None else {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}[machine]
     words = {0: nr, 4: arch}
@@ -80,7 +99,7 @@ def _run_filter(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int |
         if code == 0x20:
             acc = words.get(k, 0)
         elif code == 0x06:
-            return ("allow", 0) if k == 0x7FFF0000 else ("errno", k & 0xFFFF)
+            return {0x7FFF0000: ("allow", 0), 0x80000000: ("kill", 0)}.get(k, ("errno", k & 0xFFFF))
         else:
             taken = {0x15: acc == k, 0x45: bool(acc & k), 0x35: acc >= k}[code]
             pc += jt if taken else jf
@@ -112,7 +131,10 @@ def test_the_bpf_program_decides_as_the_policy_says():
     assert _run_filter(program, clone_nr, (0x10000000 | 17,)) == ("errno", 1)  # CLONE_NEWUSER
     assert _run_filter(program, 435) == ("errno", 38)  # clone3: ENOSYS, the C library falls back to clone
     assert _run_filter(program, 0) == ("allow", 0)  # read
-    assert _run_filter(program, 0, arch=0x40000003) == ("errno", 1)  # an i386 call on x86_64
+    foreign = {"x86_64": 0x40000003, "aarch64": 0x40000028}[platform.machine()]  # AUDIT_ARCH_I386, AUDIT_ARCH_ARM
+    assert _run_filter(program, 0, arch=foreign) == ("kill", 0)  # a foreign ABI's call kills, as docker's engine does
+    if platform.machine() == "x86_64":
+        assert _run_filter(program, 0x40000000 | 39) == ("kill", 0)  # x32's getpid
 
 
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="no profile for this architecture")

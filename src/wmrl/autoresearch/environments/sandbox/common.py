@@ -1,10 +1,12 @@
 """Pieces every sandbox backend shares: preparing the work dir, the bootstrap command, bounded output
-capture, the start/tripwire markers, collecting output files without following links, and removing what a
-run left behind (:func:`remove_tree`) whatever its shape."""
+capture, the start/tripwire markers, collecting output files without following links, the size-limited tmpfs a
+run writes into (:func:`mount_tmpfs`), and removing what a run left behind (:func:`remove_tree`) whatever its
+shape."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -12,6 +14,7 @@ import re
 import secrets
 import shutil
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +25,48 @@ TRIPWIRE_EXIT_CODE = 86
 SCRIPT_NAME = "solution.py"
 # Directories a solution may read outside its work dir (the tripwire's read roots), for every backend.
 READ_ROOTS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt")
+
+# Inodes of a run's tmpfs: empty files cost kernel memory that ``size=`` does not count.
+_MAX_INODES = 65536
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_quota_probes: dict[str | None, str | None] = {}
+
+
+def probe_disk_quota(tmp_root: str | None) -> str | None:
+    """None if a size-limited tmpfs can be mounted for each run under ``tmp_root`` here, else why not."""
+    if tmp_root not in _quota_probes:
+        error = None
+        if os.geteuid() != 0:
+            error = "not root"
+        else:
+            probe = tempfile.mkdtemp(prefix="wmrl-quota-probe-", dir=tmp_root)
+            try:
+                mount_tmpfs(probe, 1 << 20)
+                unmount(probe)
+            except OSError as exc:
+                error = f"mount -t tmpfs failed: {exc.strerror}"
+            finally:
+                os.rmdir(probe)
+        _quota_probes[tmp_root] = error
+    return _quota_probes[tmp_root]
+
+
+def mount_tmpfs(target: str | Path, size_bytes: int) -> None:
+    """A tmpfs of ``size_bytes`` (and at most 65,536 inodes) at ``target``, root only: everything a run writes below
+    it counts against one total, which the run cannot raise."""
+    opts = f"size={size_bytes},nr_inodes={_MAX_INODES},mode=0700".encode()
+    if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
+
+def unmount(target: str | Path) -> None:
+    """Detaches the mount at ``target``: its files go at once, however deep."""
+    if _libc.umount2(os.fsencode(target), _MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
 
 # Packages whose wheels bundle datasets: a solution that reads their data files leaks labels.
 _DATA_PACKAGES = {

@@ -18,6 +18,8 @@ Layers, from the outside in:
   with a local engine the container's cgroup is read for its CPU seconds, which are then its time budget
   (:mod:`~wmrl.autoresearch.environments.sandbox.cpu_budget`);
 * ulimits like ``ProcessSandbox``'s ``prlimit``: file size, CPU seconds, no core dumps, open files;
+* as root with a local engine, the work dir on a tmpfs of ``limits.max_disk_mb`` mounted for the run (as the
+  process sandbox's): what a script writes there counts against one total;
 * the bootstrap's tripwire (``boot.py``) and a minimal environment with one thread per math library.
 
 Output is streamed from the engine (``attach``) into bounded head+tail buffers and the engine keeps no log
@@ -56,9 +58,12 @@ from wmrl.autoresearch.environments.sandbox.common import (
     boot_argv,
     bundled_data_dirs,
     finish,
+    mount_tmpfs,
     new_nonce,
     prepare_workdir,
+    probe_disk_quota,
     remove_tree,
+    unmount,
 )
 from wmrl.autoresearch.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.autoresearch.environments.sandbox.mounts import Mount, MountPlan
@@ -229,6 +234,13 @@ class DockerSandbox(Sandbox):
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
         self.plan = MountPlan.for_view(runtime_view(self.python, views_dir))
+        # The work dir of a run on a local engine is a tmpfs of limits.max_disk_mb, as the process sandbox's: its
+        # files count against one total (ulimit fsize bounds each file only).
+        why_not = probe_disk_quota(tmp_root)
+        self.disk_quota = why_not is None
+        if not self.disk_quota:
+            log.warning("DockerSandbox: no size-limited work dir per run (%s): its files are bounded per file only "
+                        "(limits.max_file_mb)", why_not)
         # wmrl's own syscall policy, the process sandbox's, in place of the engine's default profile
         self.seccomp = docker_profile()
         if self.seccomp is None:
@@ -267,7 +279,7 @@ class DockerSandbox(Sandbox):
 
     @property
     def description(self) -> str:
-        return "docker+uid" + ("+seccomp" if self.seccomp else "")
+        return "docker+uid" + ("+seccomp" if self.seccomp else "") + ("+quota" if self.disk_quota else "")
 
     def close(self) -> None:
         for engine in self.engines:
@@ -387,6 +399,15 @@ class DockerSandbox(Sandbox):
                 why = "DockerSandbox is closed" if not self.engines else "every docker engine is down"
                 return self._infra_error("; ".join([why, *failures]))
             root = Path(tempfile.mkdtemp(prefix="wmrl-docker-", dir=self.tmp_root))
+            mounted = False
+            try:
+                if self.disk_quota and engine.url.startswith("unix://"):  # a remote engine binds from its own host
+                    mount_tmpfs(root, request.limits.max_disk_mb * 1024 * 1024)
+                    mounted = True
+            except OSError as exc:
+                self._release(engine)
+                _remove_workdir(root)
+                return self._infra_error(f"the run's size-limited work dir could not be mounted: {exc}")
             workdir = root / "work"
             workdir.mkdir()
             try:
@@ -400,6 +421,8 @@ class DockerSandbox(Sandbox):
                     self.requeued += 1  # the engine died under this run: run it again from scratch elsewhere
             finally:
                 self._release(engine)
+                if mounted:
+                    unmount(root)  # the tmpfs and every file on it go at once
                 _remove_workdir(root)
 
     def _infra_error(self, why: str) -> ExecutionResult:
@@ -432,7 +455,7 @@ class DockerSandbox(Sandbox):
             wall = (exited.at or time.monotonic()) - start
             reader.join(timeout=5)
             budget.finish()
-            state = engine.client.api.inspect_container(container)["State"]
+            state = _final_state(engine.client.api, container, timed_out)
         finally:
             if stream is not None:
                 stream.close()
@@ -476,6 +499,18 @@ class DockerSandbox(Sandbox):
         except Exception:  # noqa: BLE001 - no accounting is a weaker budget, not a failed run
             return None
         return CgroupFiles.of_process(pid) if pid else None
+
+
+def _final_state(api, container: str, timed_out: bool, wait_s: float = 3.0) -> dict:
+    """The container's state once it exited. A container the kernel's OOM killer ended exits with SIGKILL before the
+    engine has always recorded ``OOMKilled`` (on a loaded host, with cgroup v1, the OOM event comes after the exit
+    event): a SIGKILL that was not the time budget's is inspected again, for up to ``wait_s``, until it says."""
+    state = api.inspect_container(container)["State"]
+    deadline = time.monotonic() + wait_s
+    while not timed_out and state["ExitCode"] == 128 + 9 and not state.get("OOMKilled") and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = api.inspect_container(container)["State"]
+    return state
 
 
 class _Waiter(threading.Thread):

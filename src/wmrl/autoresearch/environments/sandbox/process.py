@@ -42,7 +42,6 @@ Whatever the script leaves behind (a 3000-deep tree of folders included) is remo
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import itertools
 import logging
@@ -68,9 +67,12 @@ from wmrl.autoresearch.environments.sandbox.common import (
     boot_argv,
     bundled_data_dirs,
     finish,
+    mount_tmpfs,
     new_nonce,
     prepare_workdir,
+    probe_disk_quota,
     remove_tree,
+    unmount,
 )
 from wmrl.autoresearch.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.autoresearch.environments.sandbox.mounts import Mount, MountPlan
@@ -88,9 +90,6 @@ SANDBOX_UID_BASE = 1_800_000_000
 SANDBOX_UID_COUNT = 4096
 _UID_LOCK_DIRS = ("/run/wmrl-sandbox-uids", os.path.join(tempfile.gettempdir(), "wmrl-sandbox-uids"))
 _uid_cursor = itertools.count(os.getpid() * 7919)
-# Inodes of the per-run tmpfs: empty files cost kernel memory that ``size=`` does not count.
-_MAX_INODES = 65536
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 _INNER_WORKDIR = "/sandbox"
 _INNER_BOOT = "/wmrl/boot.py"
 _probe_cache: dict[str, str | None] = {}
@@ -192,42 +191,6 @@ def bwrap_mounts(mounts: list[Mount] | tuple[Mount, ...]) -> list[str]:
     return args
 
 
-def _probe_disk_quota(tmp_root: str | None) -> str | None:
-    """None if a size-limited tmpfs can be mounted for each run here, else why not."""
-    key = f"quota:{tmp_root}"
-    if key not in _probe_cache:
-        error = None
-        if os.geteuid() != 0:
-            error = "not root"
-        else:
-            probe = tempfile.mkdtemp(prefix="wmrl-quota-probe-", dir=tmp_root)
-            try:
-                _mount_tmpfs(probe, 1 << 20)
-                _unmount(probe)
-            except OSError as exc:
-                error = f"mount -t tmpfs failed: {exc.strerror}"
-            finally:
-                os.rmdir(probe)
-        _probe_cache[key] = error
-    return _probe_cache[key]
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _mount_tmpfs(target: str | Path, size_bytes: int) -> None:
-    opts = f"size={size_bytes},nr_inodes={_MAX_INODES},mode=0700".encode()
-    if _libc.mount(b"tmpfs", os.fsencode(target), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), str(target))
-
-
-def _unmount(target: str | Path) -> None:
-    if _libc.umount2(os.fsencode(target), _MNT_DETACH) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), str(target))
-
-
 @contextlib.contextmanager
 def _leased_uid():
     """A uid in ``SANDBOX_UID_BASE + [0, SANDBOX_UID_COUNT)`` that no other run holds, for one run.
@@ -289,7 +252,7 @@ class ProcessSandbox(Sandbox):
         if self.isolation == "bwrap" and self.seccomp is None:
             log.warning("ProcessSandbox: no seccomp filter for %s; keyring and namespace syscalls stay open",
                         platform.machine())
-        why_not = _probe_disk_quota(tmp_root)
+        why_not = probe_disk_quota(tmp_root)
         self.disk_quota = why_not is None
         if not self.disk_quota and self.isolation == "bwrap":
             log.warning("ProcessSandbox: no size-limited tmpfs per run (%s): /tmp and /dev/shm are bounded by "
@@ -404,7 +367,7 @@ class ProcessSandbox(Sandbox):
         mounted = False
         try:
             if self.disk_quota:
-                _mount_tmpfs(root, request.limits.max_disk_mb * 1024 * 1024)
+                mount_tmpfs(root, request.limits.max_disk_mb * 1024 * 1024)
                 mounted = True
             with _leased_uid() if self.drop_uid else contextlib.nullcontext(os.geteuid()) as uid:
                 return self._run_in(root, request, uid, scratch=root if mounted else None)
@@ -425,7 +388,7 @@ class ProcessSandbox(Sandbox):
         """Drop everything the run wrote; a failure here is logged, never the run's outcome."""
         try:
             if mounted:
-                _unmount(root)  # the tmpfs and all of its files go at once, however deep
+                unmount(root)  # the tmpfs and all of its files go at once, however deep
             remove_tree(root)
         except OSError:
             log.exception("ProcessSandbox could not remove %s", root)

@@ -23,9 +23,11 @@ What it denies, and why:
   crypto), ``AF_PACKET``, ``AF_BLUETOOTH``, ``AF_RDS``, ``AF_TIPC``... fail with ``EAFNOSUPPORT``;
   ``socketpair`` accepts ``AF_UNIX`` only.
 
-Denied calls fail with ``EPERM`` (a script sees an error it can handle, not a kill). Calls of a foreign ABI (i386
-on x86_64, x32) are denied whole (bwrap) or kill the caller (docker). Architectures other than x86_64 and aarch64
-get no filter; the caller logs it.
+Denied calls fail with ``EPERM`` (a script sees an error it can handle, not a kill). A call of a foreign ABI (i386
+on x86_64, x32; aarch32 on aarch64) kills the caller on both backends (``SIGSYS``, exit -31): that is what the docker
+engine's libseccomp does with an architecture its profile does not list, and no honest script makes such a call
+(an ``EPERM`` there would only let a probe go on). Architectures other than x86_64 and aarch64 get no filter; the
+caller logs it.
 """
 
 from __future__ import annotations
@@ -82,15 +84,15 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
         return None
     arch, clone, socket, socketpair, _ = _ARCH[machine]
     ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|JSET|JGE|K, BPF_RET|K
-    allow = 0x7FFF0000  # SECCOMP_RET_ALLOW
+    allow, kill = 0x7FFF0000, 0x80000000  # SECCOMP_RET_ALLOW, SECCOMP_RET_KILL_PROCESS
 
     def errno(code: int) -> int:
         return 0x00050000 | code  # SECCOMP_RET_ERRNO
 
     # seccomp_data: nr at 0, arch at 4, args[i] at 16 + 8 i (the low 32 bits on these little-endian machines)
-    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, errno(EPERM)), (ld, 0, 0, 0)]
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]  # a foreign ABI: killed
     if machine == "x86_64":
-        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, errno(EPERM))]  # the x32 ABI
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, kill)]  # the x32 ABI (x86_64's arch, the x32 bit set)
     for nr in sorted(denied_syscalls(machine).values()):
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, errno(EPERM))]
     prog += [(jeq, 0, 1, _CLONE3), (ret, 0, 0, errno(ENOSYS))]
@@ -113,7 +115,8 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
 
 def docker_profile(machine: str | None = None) -> str | None:
     """The policy as a docker seccomp profile (the JSON ``security_opt=["seccomp=<profile>"]`` takes), or
-    ``None`` on an unknown architecture. The engine's libseccomp kills calls of a foreign ABI."""
+    ``None`` on an unknown architecture. The profile lists only the native architecture, so the engine's libseccomp
+    kills calls of a foreign ABI, as :func:`seccomp_program` does."""
     machine = machine or platform.machine()
     if machine not in _ARCH:
         return None
