@@ -92,7 +92,8 @@ def test_the_training_and_report_guides(user_dir):
     (start,) = [i for i, line in enumerate(log) if line.startswith("held-out start: score ")]
     (step,) = [i for i, line in enumerate(log) if line.startswith("step 1/1  reward ")]
     assert start < step < log.index("held-out evaluation (real execution):")
-    out = run_block(docs_block("docs/guides/report.md", "report-page"), user_dir).stdout
+    report = run_block(docs_block("docs/guides/report.md", "report-page"), user_dir)
+    out = report.stderr  # what it read and wrote are messages (stderr), as every command's
     assert (user_dir / "runs/quickstart/report/index.html").is_file()
     assert "csv/version_0/metrics.csv" in out and "csv/version_1" not in out  # the fit's log; validate's left out
 
