@@ -22,6 +22,7 @@ import pytest
 from task_fixtures import copy_example
 
 from wmrl.autoresearch.environments.real import SandboxEnvironment
+from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest
 from wmrl.autoresearch.tasks import registry
 from wmrl.types import Status
 
@@ -137,8 +138,75 @@ def test_no_test_folder_or_data_file_is_in_the_view(process_sandbox):
                                          ".json", ".parquet", ".feather", ".pkl", ".compress", ".rds", ".rda"))
                           and "zoneinfo" not in dirpath and "dist-info" not in dirpath
                           and not f.endswith("_sobol_direction_numbers.npz")]
+        found["data"] += [os.path.join(dirpath, f) for f in filenames if f.endswith((".pt", ".ptl"))]  # torch/bin's
     assert found == {"tests": [], "data": []}
     assert view.files > 1000
+
+
+def test_the_system_view_holds_only_what_programs_load(process_sandbox):
+    """Every file the sandbox shows under the library folders is ELF or one of the few runtime resources."""
+    from wmrl.autoresearch.environments.sandbox.system_view import is_system_file
+
+    binds = {m.target: m.source for m in process_sandbox.plan.system if m.kind == "bind"}
+    assert binds["/usr/lib"] != "/usr/lib"  # the system view, not the host's folder
+    stray, elf = [], 0
+    for root in ("/usr/lib", "/usr/local/lib"):
+        for dirpath, _, filenames in os.walk(binds.get(root, "/nonexistent")):
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if os.path.islink(path):
+                    continue
+                with open(path, "rb") as f:
+                    head = f.read(4)
+                elf += head == b"\x7fELF"
+                if not is_system_file(os.path.relpath(path, binds[root]), head):
+                    stray.append(path)
+    assert stray == [] and elf > 100
+
+
+def _planted_elf() -> Path:
+    import ctypes.util
+
+    name = ctypes.util.find_library("z") or "libz.so.1"
+    found = [p for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu")
+             if (p := Path(d) / name).exists()]
+    assert found, f"no {name} on this host"
+    return found[0].resolve()
+
+
+def test_nothing_under_usr_lib_outside_the_allowlist_is_readable(backend_factory):
+    """A vendored installation under /usr/lib (its site-packages, a test folder's CSV, an R-style data file): read
+    with libc inside the sandbox, nothing comes back; its shared library and the system's own still load."""
+    if not _writable(Path("/usr/lib")):
+        pytest.skip("/usr/lib is not writable here (the test plants a vendored tree there; run as root)")
+    vendored = Path("/usr/lib") / f"wmrl_test_vendored_{secrets.token_hex(4)}"
+    data = [vendored / "lib/python3.12/site-packages/pkg/tests/data/iris.csv",
+            vendored / "lib/python3.12/site-packages/pkg/core.py",
+            vendored / "library/datasets/data/Rdata.rds",
+            vendored / "README.txt"]
+    try:
+        for path in data:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"5.1,3.5,1.4,0.2,setosa\n" * 10)
+        library = vendored / "lib" / "libvendored.so.1"
+        shutil.copy(_planted_elf(), library)
+        sandbox = backend_factory()  # built after the tree exists
+        script = f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(1 << 16)
+for path in {[str(p) for p in data]!r}:
+    fd = libc.open(path.encode(), os.O_RDONLY)
+    print("LEAKED", max(libc.read(fd, buf, 1 << 16), 0) if fd >= 0 else 0, path)
+ctypes.CDLL({str(library)!r}).zlibVersion
+import numpy, sklearn.linear_model
+print("LOADED", os.path.getsize({str(library)!r}))
+"""
+        outcome = sandbox.run(ExecutionRequest(script=script, label="usr-lib probe"))
+        assert leaked_bytes(outcome.stdout_tail) == [0] * len(data), (outcome.stdout_tail, outcome.stderr_tail)
+        assert "LOADED" in outcome.stdout_tail, outcome.stderr_tail
+    finally:
+        shutil.rmtree(vendored, ignore_errors=True)
 
 
 @pytest.mark.parametrize("path, kept", [

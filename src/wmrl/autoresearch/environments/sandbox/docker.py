@@ -233,7 +233,7 @@ class DockerSandbox(Sandbox):
         self.python = sandbox_interpreter(python or sys.executable)
         self.tmp_root = tmp_root
         self.bundled = bundled_data_dirs()
-        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir))
+        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir), views_dir)
         # The work dir of a run on a local engine is a tmpfs of limits.max_disk_mb, as the process sandbox's: its
         # files count against one total (ulimit fsize bounds each file only).
         why_not = probe_disk_quota(tmp_root)

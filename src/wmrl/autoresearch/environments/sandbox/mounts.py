@@ -2,9 +2,10 @@
 
 An allowlist, top to bottom:
 
-* the system: ``/etc``, and of ``/usr`` only its programs and libraries (``bin``, ``sbin``, ``lib*``,
-  ``libexec``, ``local/bin``, ``local/lib*``) and the time zone database (``share/zoneinfo``); ``/bin``,
-  ``/lib``... as the host has them (links into ``/usr`` on merged-usr systems). ``/usr/share`` and
+* the system: ``/etc``, and of ``/usr`` only its programs (``bin``, ``sbin``, ``libexec``, ``local/bin``), the
+  time zone database (``share/zoneinfo``) and its library folders (``lib*``, ``local/lib*``) as the system view
+  shows them (:mod:`~wmrl.autoresearch.environments.sandbox.system_view`: what programs load, nothing else);
+  ``/bin``, ``/lib``... as the host has them (links into ``/usr`` on merged-usr systems). ``/usr/share`` and
   ``/usr/local/share`` (where a registered task folder may live), ``/opt``, ``/home``, ``/root``, ``/srv``,
   ``/var`` are not there;
 * the Python installation, as its runtime view (:mod:`wmrl.autoresearch.environments.sandbox.runtime_view`): code and
@@ -26,8 +27,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from wmrl.autoresearch.environments.sandbox.runtime_view import RuntimeView
+from wmrl.autoresearch.environments.sandbox.system_view import SystemView, system_view
 
-# What of /usr a script sees: programs, shared libraries and the time zone database.
+# What of /usr a script sees: programs, library folders (through the system view) and the time zone database.
 USR_SHOWN = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "libexec", "local/bin", "local/sbin", "local/lib",
              "local/lib64", "share/zoneinfo")
 TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
@@ -48,18 +50,15 @@ def _under(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def system_mounts() -> list[Mount]:
-    """``/etc``, the allowed parts of ``/usr``, and the top-level folders as the host has them."""
+def system_mounts(libraries: SystemView) -> list[Mount]:
+    """``/etc``, the allowed parts of ``/usr``, and the top-level folders as the host has them; the library
+    folders from the system view ``libraries``."""
     mounts = [Mount("bind", "/etc", "/etc")] if os.path.isdir("/etc") else []
-    for sub in USR_SHOWN:
-        path = f"/usr/{sub}"
+    for path in [f"/usr/{sub}" for sub in USR_SHOWN] + list(TOP_LEVEL):
         if os.path.islink(path):
             mounts.append(Mount("link", path, os.readlink(path)))
-        elif os.path.isdir(path):
-            mounts.append(Mount("bind", path, path))
-    for path in TOP_LEVEL:
-        if os.path.islink(path):
-            mounts.append(Mount("link", path, os.readlink(path)))
+        elif path in libraries.roots:
+            mounts.append(Mount("bind", path, libraries.source(path)))
         elif os.path.isdir(path):
             mounts.append(Mount("bind", path, path))
     return mounts
@@ -73,8 +72,9 @@ class MountPlan:
     view: RuntimeView
 
     @classmethod
-    def for_view(cls, view: RuntimeView) -> MountPlan:
-        return cls(system=tuple(system_mounts()), view=view)
+    def for_view(cls, view: RuntimeView, views_dir: str | os.PathLike | None = None) -> MountPlan:
+        """The plan around ``view``, the system view taken from ``views_dir`` (default: where views are cached)."""
+        return cls(system=tuple(system_mounts(system_view(views_dir))), view=view)
 
     def python(self) -> list[Mount]:
         """The view's folders at the installation's paths, then the Python trees that are hidden whole."""
@@ -89,8 +89,8 @@ class MountPlan:
             return self.view.shows(path)
         if _under(path, self.view.hidden):
             return path in self.view.hidden
-        shown = [m.target for m in self.system if m.kind == "bind"]
-        return _under(path, shown) and os.path.lexists(path)
+        return any(_under(path, (m.target,)) for m in self.system if m.kind == "bind") and os.path.lexists(
+            self._host(path))
 
     def covers(self, hidden: Iterable[str]) -> list[Mount]:
         """Covers for the host paths in ``hidden`` (task folders, answers, task caches) that the sandbox would
@@ -105,5 +105,9 @@ class MountPlan:
         return mounts
 
     def _host(self, path: str) -> str:
-        """Where ``path`` inside the sandbox lies on the host (in the view, or at the same path)."""
-        return self.view.source(path) if _under(path, self.view.roots) else path
+        """Where ``path`` inside the sandbox lies on the host (in a view, or at the same path)."""
+        if _under(path, self.view.roots):
+            return self.view.source(path)
+        binds = [m for m in self.system if m.kind == "bind" and _under(path, (m.target,))]
+        deepest = max(binds, key=lambda m: len(m.target), default=None)
+        return path if deepest is None else deepest.source + path[len(deepest.target):]

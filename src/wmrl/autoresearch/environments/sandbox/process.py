@@ -247,7 +247,7 @@ class ProcessSandbox(Sandbox):
         self.tmp_root = tmp_root
         self.drop_uid = self.isolation == "bwrap" and os.geteuid() == 0
         self.bundled = bundled_data_dirs()
-        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir)) if self.isolation == "bwrap" else None
+        self.plan = MountPlan.for_view(runtime_view(self.python, views_dir), views_dir) if self.isolation == "bwrap" else None
         self.seccomp = seccomp_program() if self.isolation == "bwrap" else None
         if self.isolation == "bwrap" and self.seccomp is None:
             log.warning("ProcessSandbox: no seccomp filter for %s; keyring and namespace syscalls stay open",

@@ -12,8 +12,8 @@ Python trees under system folders) and holds only what running Python code needs
 * code: ``.py``, ``.pyc``, ``.pth`` and compiled extensions and shared libraries (``.so``, ``.so.1.2``);
 * package metadata: everything inside ``*.dist-info`` and ``*.egg-info`` (``importlib.metadata`` reads it), the
   long description cut from ``METADATA``/``PKG-INFO`` (:func:`metadata_headers`: a README can show data);
-* programs: files in a ``bin/`` folder (the interpreter itself, ``torch/bin/torch_shm_manager``) and a virtual
-  environment's ``pyvenv.cfg``;
+* programs: executable files and links in a ``bin/`` folder (the interpreter itself,
+  ``torch/bin/torch_shm_manager``; not the test models beside it) and a virtual environment's ``pyvenv.cfg``;
 * a short list of runtime resources imports and ordinary use genuinely need (:data:`RESOURCES`): time zone
   databases, matplotlib's fonts and styles (not its ``sample_data``), certificate bundles, templates and the style sheets of HTML reprs, scipy's
   Sobol direction numbers.
@@ -55,7 +55,7 @@ from wmrl.paths import default_cache_dir
 log = logging.getLogger(__name__)
 
 # Bumped whenever the rules below change: a view built under other rules is never reused.
-RULES_VERSION = 4
+RULES_VERSION = 5
 # Folders of the host system (shown by the mount plan, :mod:`wmrl.autoresearch.environments.sandbox.mounts`).
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 # Test suites of packages: never shown, their code included (they hold most of the stray data copies).
@@ -253,7 +253,7 @@ def metadata_headers(data: bytes) -> bytes:
     return b"\n".join(kept) + b"\n"
 
 
-class _Placer:
+class Placer:
     """Places the view's files: a hard link into the installation, else a link to the file's one copy in
     ``copies`` (made on first need, keyed by the source's device, inode, size and modification time), else, with
     no ``copies`` folder, a copy of its own."""
@@ -308,15 +308,15 @@ def build_tree(
 ) -> int:
     """Fill ``tree`` with the view of every root of ``view_layout``; returns the number of files placed.
 
-    ``keep(relative_path, in_bin)`` decides each file (default :func:`is_runtime_file`). Folders named in
-    ``skip_dirs`` (:data:`TEST_DIRS`), ``site-packages`` folders that are not on ``sys_path`` and the folders in
-    ``exclude`` (the views' own cache, should it lie inside an installation) are skipped whole. Symbolic
-    links are recreated as links (they resolve inside the sandbox, where only the view is mounted). Files are
-    hard links into the installation; where those are refused, links to one shared copy in ``copies`` (see
-    :class:`_Placer`).
+    ``keep(relative_path, program)`` decides each file (default :func:`is_runtime_file`; ``program``: an
+    executable or a link in a ``bin/`` folder). Folders named in ``skip_dirs`` (:data:`TEST_DIRS`),
+    ``site-packages`` folders that are not on ``sys_path`` and the folders in ``exclude`` (the views' own cache,
+    should it lie inside an installation) are skipped whole. Symbolic links are recreated as links (they resolve
+    inside the sandbox, where only the view is mounted). Files are hard links into the installation; where those
+    are refused, links to one shared copy in ``copies`` (see :class:`Placer`).
     """
     files = 0
-    placer = _Placer(copies)
+    placer = Placer(copies)
     on_path = set(sys_path)
     for root in view_layout.roots:
         for dirpath, dirnames, filenames in os.walk(root):
@@ -339,9 +339,11 @@ def build_tree(
             in_bin = os.path.basename(dirpath) == "bin"
             for name in filenames:
                 relative = os.path.normpath(os.path.join(rel_dir, name))
-                if not keep(relative, in_bin):
-                    continue
                 source = os.path.join(dirpath, name)
+                # a program: a link or an executable file in bin/ (torch/bin's test models .pt, .ptl are not)
+                program = in_bin and (os.path.islink(source) or os.stat(source).st_mode & 0o111 != 0)
+                if not keep(relative, program):
+                    continue
                 target = os.path.join(target_dir, name)
                 if os.path.islink(source):
                     os.symlink(os.readlink(source), target)
@@ -384,6 +386,31 @@ def sandbox_interpreter(python: str) -> str:
     return os.path.join(os.path.realpath(folder), name)
 
 
+def cached_tree(base: Path, key: str, build: Callable[[Path], int], facts: dict) -> Path:
+    """``base/key``, built on first use by ``build(tree)`` (which returns its number of files) into a staging
+    folder renamed into place, with ``view.json`` (``facts``, the file count and the build's seconds); a file lock
+    makes concurrent builders wait for one another instead of building twice."""
+    base.mkdir(parents=True, exist_ok=True)
+    os.chmod(base, 0o755)  # root's cache dir may be 0700; the view's own folders must be readable
+    final = base / key
+    with open(base / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (final / "view.json").is_file():
+            start = time.monotonic()
+            staging = Path(tempfile.mkdtemp(prefix=f".build-{key}-", dir=base))
+            os.chmod(staging, 0o755)
+            try:
+                files = build(staging / "tree")
+                (staging / "view.json").write_text(json.dumps(
+                    {**facts, "files": files, "seconds": round(time.monotonic() - start, 2)}, indent=1))
+                os.rename(staging, final)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            log.info("view %s built in %.1f s: %d files", final, time.monotonic() - start, files)
+    return final
+
+
 def runtime_view(python: str, views_dir: str | Path | None = None) -> RuntimeView:
     """The cached runtime view of ``python``, built on first use (seconds; a file lock makes concurrent
     builders wait for one another instead of building twice)."""
@@ -393,29 +420,11 @@ def runtime_view(python: str, views_dir: str | Path | None = None) -> RuntimeVie
     key = view_key(interpreter, view_layout)
     if (str(base), key) in _memo:
         return _memo[(str(base), key)]
-    base.mkdir(parents=True, exist_ok=True)
-    os.chmod(base, 0o755)  # root's cache dir may be 0700; the view's own folders must be readable
-    final = base / key
-    with open(base / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        manifest = final / "view.json"
-        if not manifest.is_file():
-            start = time.monotonic()
-            staging = Path(tempfile.mkdtemp(prefix=f".build-{key}-", dir=base))
-            os.chmod(staging, 0o755)
-            try:
-                files = build_tree(view_layout, interpreter.sys_path, staging / "tree",
-                                   exclude=(os.path.realpath(base),), copies=base / "copies")
-                (staging / "view.json").write_text(json.dumps(
-                    {"python": python, "roots": view_layout.roots, "hidden": view_layout.hidden, "files": files,
-                     "rules": RULES_VERSION, "seconds": round(time.monotonic() - start, 2)}, indent=1))
-                os.rename(staging, final)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-            log.info("runtime view of %s built in %.1f s: %d files in %s", python, time.monotonic() - start,
-                     files, final)
-        facts = json.loads(manifest.read_text())
+    final = cached_tree(base, key, lambda tree: build_tree(view_layout, interpreter.sys_path, tree,
+                                                           exclude=(os.path.realpath(base),), copies=base / "copies"),
+                        {"python": python, "roots": view_layout.roots, "hidden": view_layout.hidden,
+                         "rules": RULES_VERSION})
+    facts = json.loads((final / "view.json").read_text())
     view = RuntimeView(tree=final / "tree", roots=tuple(facts["roots"]), hidden=tuple(facts["hidden"]),
                        files=int(facts["files"]))
     _memo[(str(base), key)] = view
