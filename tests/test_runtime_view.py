@@ -374,3 +374,41 @@ def backend_factory(request, tmp_path):
     yield lambda: made.append(DockerSandbox(max_concurrency=1)) or made[-1]
     for sandbox in made:
         sandbox.close()
+
+
+# -- 3. what a run learns about the host ------------------------------------------------------------------------
+HOST_PROBE = """
+import gc, glob, os, sys
+SECRET = {secret!r}
+found = []
+with open("/proc/self/cmdline", "rb") as f:
+    cmdline = f.read().decode(errors="replace")
+found += ["cmdline"] if SECRET in cmdline or "nonce" in cmdline else []
+found += ["config file"] if any(n.startswith(".wmrl") for n in os.listdir(".")) else []
+for obj in gc.get_objects():
+    for ref in gc.get_referents(obj):
+        if isinstance(ref, str) and SECRET in ref and ref is not SECRET and "SECRET" not in ref:
+            found.append("object " + ref[:80])
+for path in glob.glob(os.path.join(sys.prefix, "lib", "python*", "site-packages", "*.dist-info", "direct_url.json")):
+    found.append("direct_url " + path)
+print("FOUND", found)
+print("ARGV", sys.argv)
+"""
+
+
+def test_a_run_reads_no_host_path_it_was_not_given(tmp_path, backend_factory):
+    """The bootstrap's configuration names the task cache and every registered task folder: it reaches the run
+    through a file the bootstrap removes, the paths live on as digests only, and pip's direct_url.json (the
+    checkout's path) is not in the view. The tripwire still trips on the forbidden folder."""
+    secret = str(tmp_path / f"registered-task-folder-{secrets.token_hex(4)}")
+    os.makedirs(secret)
+    Path(secret, "answers.txt").write_text("1\n")
+    sandbox = backend_factory()
+    script = HOST_PROBE.replace("{secret!r}", repr(secret))
+    outcome = sandbox.run(ExecutionRequest(script=script, forbidden=(secret,), label="host probe"))
+    assert "FOUND []" in outcome.stdout_tail, (outcome.stdout_tail, outcome.stderr_tail)
+    assert "ARGV ['solution.py']" in outcome.stdout_tail
+    # the digests still guard the folder (a subprocess naming a file in it)
+    tripped = sandbox.run(ExecutionRequest(
+        script=f"import subprocess\nsubprocess.run(['cat', {secret + '/data.csv'!r}])\n", forbidden=(secret,)))
+    assert tripped.exit_code == 86, (tripped.exit_code, tripped.stderr_tail)

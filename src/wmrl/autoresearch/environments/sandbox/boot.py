@@ -2,7 +2,13 @@
 
 Runs *inside* every sandbox backend, under the sandbox's interpreter, with the standard library only:
 
-    python boot.py CONFIG_JSON solution.py
+    python boot.py solution.py
+
+Its configuration (the nonce, the forbidden prefixes, the read roots, the run's private folders) is the file
+``.wmrl-boot.json`` the host wrote into the work dir; the bootstrap reads and removes it before the script starts, so
+neither the command line (``/proc/self/cmdline``) nor the work dir shows it. The forbidden prefixes (the task cache,
+registered task folders: host paths) are kept only as SHA-256 digests, which a path and each of its parents are
+checked against: a script that walks the interpreter's objects finds no host path there either.
 
 The tripwire is a :func:`sys.addaudithook` hook (it cannot be removed once installed). On a suspicious file
 access it writes ``WMRL-TRIPWIRE <nonce> <reason>`` to stderr and ends the process at once with exit code 86
@@ -26,11 +32,13 @@ The start line ``WMRL-START <nonce>`` on stderr tells the host that the sandbox 
 began: a run without it is an infrastructure failure, not the script's fault.
 """
 
+import hashlib
 import json
 import os
 import sys
 
 TRIPWIRE_EXIT_CODE = 86
+CONFIG_FILE = ".wmrl-boot.json"  # common.BOOT_CONFIG (this file runs on the standard library alone)
 _CODE_SUFFIXES = (".py", ".pyc", ".pyi", ".so", ".pth", ".pyd")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _WRITABLE_OUTSIDE = ("/dev/null", "/dev/shm", "/dev/stdout", "/dev/stderr", "/dev/tty", "/proc/self")
@@ -40,10 +48,14 @@ def _under(path, prefixes):
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
 
 
+def _digest(path):
+    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
+
+
 def _install(cfg):
     nonce = cfg["nonce"]
     work = os.path.realpath(os.getcwd())
-    forbidden = tuple(os.path.realpath(p) for p in cfg.get("forbidden", ()))
+    forbidden = frozenset(_digest(os.path.realpath(p)) for p in cfg.get("forbidden", ()))
     read_roots = {os.path.realpath(p) for p in cfg.get("read_roots", ())}
     # Folders the backend made fresh for this run alone (``/tmp`` under bubblewrap and docker): the script's to
     # write and read back, as the work dir is, except where a shared folder (an installation) is mounted inside.
@@ -61,7 +73,17 @@ def _install(cfg):
         os.path.isabs,
         os.path.exists,
     )
-    write, _exit, fsdecode = os.write, os._exit, os.fsdecode
+    write, _exit, fsdecode, dirname, digest = os.write, os._exit, os.fsdecode, os.path.dirname, _digest
+
+    def is_forbidden(p):
+        """Whether ``p`` (resolved) or a folder above it is a forbidden prefix."""
+        while True:
+            if digest(p) in forbidden:
+                return True
+            parent = dirname(p)
+            if parent == p:
+                return False
+            p = parent
 
     def trip(reason):
         try:
@@ -82,7 +104,7 @@ def _install(cfg):
             return
         p = resolve(path)
         inside = _under(p, (work,))
-        if _under(p, forbidden) and not p.endswith(_CODE_SUFFIXES):
+        if is_forbidden(p) and not p.endswith(_CODE_SUFFIXES):
             trip("read of hidden or bundled data: %s" % p)
         if not inside and looks_like_answers(p):
             trip("probe for the answers: %s" % p)
@@ -99,7 +121,7 @@ def _install(cfg):
             if isinstance(a, (str, bytes)):
                 s = fsdecode(a)
                 for token in s.split():
-                    if token.startswith(("/", ".")) and (_under(realpath(token), forbidden) or looks_like_answers(token)):
+                    if token.startswith(("/", ".")) and (is_forbidden(realpath(token)) or looks_like_answers(token)):
                         trip("program reads hidden data: %s" % token)
 
     def hook(event, args):
@@ -119,8 +141,10 @@ def _install(cfg):
 
 
 def main():
-    cfg = json.loads(sys.argv[1])
-    script = sys.argv[2]
+    with open(CONFIG_FILE, encoding="utf-8") as f:
+        cfg = json.load(f)
+    os.unlink(CONFIG_FILE)
+    script = sys.argv[1]
     with open(script, "rb") as f:
         source = f.read()
     import builtins
@@ -136,6 +160,8 @@ def main():
     sys.path[0] = os.getcwd()
     os.write(2, ("WMRL-START %s\n" % cfg["nonce"]).encode())
     _install(cfg)
+    cfg.clear()  # the host paths it named live on only as digests
+    del cfg
     try:
         exec(code, module.__dict__)
     except SystemExit:

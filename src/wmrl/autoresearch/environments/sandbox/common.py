@@ -101,13 +101,26 @@ def new_nonce() -> str:
 PRIVATE_DIRS = ("/tmp",)
 
 
-def boot_argv(python: str, boot_path: str, nonce: str, forbidden: tuple[str, ...], read_roots: tuple[str, ...],
-              private: tuple[str, ...] = ()) -> list[str]:
-    """The command that starts a run: the bootstrap, its config, then the solution. ``private``: folders the
-    backend made fresh for this run alone (:data:`PRIVATE_DIRS` where it did), the script's to write."""
+#: the bootstrap's configuration, written into the work dir by the host and removed by the bootstrap before the
+#: script starts: the command line (``/proc/self/cmdline``) carries no host path and no nonce
+BOOT_CONFIG = ".wmrl-boot.json"
+
+
+def boot_argv(python: str, boot_path: str) -> list[str]:
+    """The command that starts a run: the bootstrap, then the solution (its configuration is
+    :func:`write_boot_config`'s file)."""
+    return [python, "-B", boot_path, SCRIPT_NAME]
+
+
+def write_boot_config(workdir: Path, nonce: str, forbidden: tuple[str, ...], read_roots: tuple[str, ...],
+                      private: tuple[str, ...] = ()) -> None:
+    """The bootstrap's configuration, as :data:`BOOT_CONFIG` in ``workdir``. ``private``: folders the backend made
+    fresh for this run alone (:data:`PRIVATE_DIRS` where it did), the script's to write."""
     cfg = json.dumps({"nonce": nonce, "forbidden": list(forbidden), "read_roots": list(read_roots),
                       "private": list(private)})
-    return [python, "-B", boot_path, cfg, SCRIPT_NAME]
+    path = workdir / BOOT_CONFIG
+    path.write_text(cfg, encoding="utf-8")
+    os.chmod(path, 0o644)  # the run's uid reads it; the work dir is its to write, so it can remove it
 
 
 def prepare_workdir(workdir: Path, request: ExecutionRequest) -> None:

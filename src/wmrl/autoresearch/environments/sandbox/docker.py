@@ -61,6 +61,7 @@ from wmrl.autoresearch.environments.sandbox.common import (
     mount_tmpfs,
     new_nonce,
     prepare_workdir,
+    write_boot_config,
     probe_disk_quota,
     remove_tree,
     unmount,
@@ -353,7 +354,8 @@ class DockerSandbox(Sandbox):
 
         limits = request.limits
         forbidden = tuple(request.forbidden) + self.bundled
-        argv = boot_argv(self.python, _INNER_BOOT, nonce, forbidden, READ_ROOTS, PRIVATE_DIRS)
+        write_boot_config(workdir, nonce, forbidden, READ_ROOTS, PRIVATE_DIRS)
+        argv = boot_argv(self.python, _INNER_BOOT)
         memory = f"{limits.memory_mb}m"
         tmpfs_opts = f"rw,nosuid,nodev,size={limits.memory_mb}m,mode=1777"
         file_bytes = limits.max_file_mb * 1024 * 1024

@@ -70,6 +70,7 @@ from wmrl.autoresearch.environments.sandbox.common import (
     mount_tmpfs,
     new_nonce,
     prepare_workdir,
+    write_boot_config,
     probe_disk_quota,
     remove_tree,
     unmount,
@@ -358,7 +359,8 @@ class ProcessSandbox(Sandbox):
             boot = str(BOOT_PATH)
             prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--"] if self.isolation == "unshare" else []
         private = PRIVATE_DIRS if self.isolation == "bwrap" else ()  # unshare and none share the host's /tmp
-        argv = boot_argv(self.python, boot, nonce, forbidden, READ_ROOTS, private)
+        write_boot_config(workdir, nonce, forbidden, READ_ROOTS, private)
+        argv = boot_argv(self.python, boot)
         return self._limits_prefix(request) + prefix + argv, inner
 
     # -- running ----------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ For one interpreter it is a folder tree that mirrors the interpreter's installat
 Python trees under system folders) and holds only what running Python code needs:
 
 * code: ``.py``, ``.pyc``, ``.pth`` and compiled extensions and shared libraries (``.so``, ``.so.1.2``);
-* package metadata: everything inside ``*.dist-info`` and ``*.egg-info`` (``importlib.metadata`` reads it), the
+* package metadata: everything inside ``*.dist-info`` and ``*.egg-info`` (``importlib.metadata`` reads it) but
+  pip's ``direct_url.json`` (where a package was installed from: a host path), the
   long description cut from ``METADATA``/``PKG-INFO`` (:func:`metadata_headers`: a README can show data);
 * programs: executable files and links in a ``bin/`` folder (the interpreter itself,
   ``torch/bin/torch_shm_manager``; not the test models beside it) and a virtual environment's ``pyvenv.cfg``;
@@ -55,7 +56,7 @@ from wmrl.paths import default_cache_dir
 log = logging.getLogger(__name__)
 
 # Bumped whenever the rules below change: a view built under other rules is never reused.
-RULES_VERSION = 5
+RULES_VERSION = 6
 # Folders of the host system (shown by the mount plan, :mod:`wmrl.autoresearch.environments.sandbox.mounts`).
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc")
 # Test suites of packages: never shown, their code included (they hold most of the stray data copies).
@@ -95,6 +96,8 @@ def is_runtime_file(relative: str, in_bin: bool = False) -> bool:
     False
     >>> is_runtime_file("lib/python3.11/site-packages/pandas-2.3.3.dist-info/METADATA")
     True
+    >>> is_runtime_file("lib/python3.11/site-packages/wmrl-0.1.dist-info/direct_url.json")
+    False
     >>> is_runtime_file("lib/python3.11/site-packages/matplotlib/mpl-data/sample_data/msft.csv")
     False
     >>> is_runtime_file("python3", in_bin=True)
@@ -107,7 +110,7 @@ def is_runtime_file(relative: str, in_bin: bool = False) -> bool:
     if in_bin or relative == "pyvenv.cfg" or name.endswith(_CODE_SUFFIXES) or _SHARED_LIBRARY.search(name):
         return True
     if any(p.endswith(_METADATA_SUFFIXES) for p in parts):
-        return True
+        return name != "direct_url.json"  # pip's record of where a package came from: a host path
     for needed, refused, suffixes in RESOURCES:
         if (not needed or needed in parts[:-1]) and (refused is None or refused not in parts) and (
             suffixes is None or name.endswith(suffixes)
