@@ -83,7 +83,7 @@ def test_bad_settings_name_the_key():
     with pytest.raises(ValueError) as error:
         DistortedOracle(object(), distortion="cubic", power=-1.0, scale=0.0, noise_sd=-0.1)
     message = str(error.value)
-    for key in ("oracle must grade", "distortion must be identity, power or logistic", "power must be > 0",
+    for key in ("oracle must grade", "distortion must be one of identity, power, logistic, reverse, independent", "power must be > 0",
                 "scale must be > 0", "noise_sd must be finite and >= 0"):
         assert f"world_model.init_args.{key}" in message
     with pytest.raises(ValueError, match="TargetBandit width must be > 0"):
@@ -93,31 +93,38 @@ def test_bad_settings_name_the_key():
 def test_the_benchmark_runs_the_real_method_at_a_tiny_budget(tmp_path):
     """Two steps per arm, two seeds, two settings, the arms the checks need: the machinery, not the result. With the world model
     equal to the truth (``clean``) the uncorrected and the denoising-only arms must train exactly as the oracle arm
-    (the same rewards and advantages, and a denoising weight that stays 1 when the world model never disagrees)."""
+    (the same rewards and advantages, and a denoising weight that stays 1 when the world model never disagrees), and
+    the kit's fusion gives such a world model its full share; the arms without a world model run once per seed."""
     results = tmp_path / "results"
     flags = ["--seeds", "0", "1", "--steps", "2", "--heldout-states", "8", "--settings", "clean", "noise", "--arms",
-             "oracle", "anchors_only", "uncorrected", "denoise_only", "--out", str(tmp_path / "runs"), "--results",
+             "oracle", "anchors_only", "uncorrected", "denoise_only_paper", "denoise_only", "--out", str(tmp_path / "runs"),
+             "--results",
              str(results)]
     corrections.main(flags)
     report = json.loads((results / "results" / "corrections.json").read_text())
     assert set(report["summary"]) == {"clean", "noise"} and report["seeds"] == [0, 1]
     clean = report["summary"]["clean"]
-    assert set(clean) == {"oracle", "anchors_only", "uncorrected", "denoise_only", "start"}
-    for arm in ("uncorrected", "denoise_only"):
+    assert set(clean) == {"oracle", "anchors_only", "uncorrected", "denoise_only_paper", "denoise_only", "start"}
+    for arm in ("uncorrected", "denoise_only_paper"):
         same = clean[arm]["reward_vs_oracle"]
         assert (same["point"], same["low"], same["high"], same["per_seed"]) == (0.0, 0.0, 0.0, [0.0, 0.0])
         assert clean[arm]["advantage_agreement"] == pytest.approx(1.0)
-    assert clean["denoise_only"]["denoise_weight"] == 1.0
+    assert clean["denoise_only_paper"]["denoise_weight"] == 1.0
+    assert clean["denoise_only"]["fusion_rho"] > 0.99 and abs(clean["denoise_only"]["reward_vs_oracle"]["point"]) < 1e-4
+    assert clean["denoise_only"]["reward_vs_anchors_only"]["over_seeds"].keys() >= {"point", "low", "high"}
     noise = report["summary"]["noise"]
     assert noise["uncorrected"]["advantage_agreement"] < 0.99  # the noise reaches the world-model rows
     assert noise["anchors_only"]["anchor_share"] == 1.0 and 0 < noise["uncorrected"]["anchor_share"] < 1
     assert clean["uncorrected"]["tied"] == 0.0  # a continuous reward: no world-model row ties another
-    assert [v["check"].split(":")[0] for v in report["verdicts"]] == ["noise"] * 3
+    assert [v["check"] for v in report["verdicts"]] == [
+        "noise: the paper's denoising recovers: denoise_only_paper - uncorrected above 0"]
+    assert not (tmp_path / "runs" / "noise" / "seed0" / "oracle").exists()  # one oracle run per seed, every setting
+    assert (tmp_path / "runs" / "any" / "seed0" / "oracle" / "heldout.jsonl").is_file()
     episodes_file = tmp_path / "runs" / "noise" / "seed1" / "denoise_only" / "heldout.jsonl"
     assert [json.loads(line)["step"] for line in episodes_file.read_text().splitlines()] == [0, 1, 2]
     text = (results / "RESULTS-corrections.md").read_text()
     assert text.startswith("# A controlled test of each correction") and "## Setting `noise`" in text
-    uncorrected = noise["denoise_only"]["reward_vs_uncorrected"]
+    uncorrected = noise["denoise_only_paper"]["reward_vs_uncorrected"]
     assert len(uncorrected["per_seed"]) == 2 and uncorrected["point"] == pytest.approx(np.mean(uncorrected["per_seed"]))
     # --reuse reads the finished runs (no training: the runs' files stay as they were) and keeps the reading
     (results / "RESULTS-corrections.md").write_text(text + "\n## Reading (by hand, 2026-12-02)\nkept\n")
@@ -125,5 +132,5 @@ def test_the_benchmark_runs_the_real_method_at_a_tiny_budget(tmp_path):
     corrections.main([*flags, "--reuse"])
     again = json.loads((results / "results" / "corrections.json").read_text())
     assert again["summary"] == json.loads(json.dumps(report["summary"])) and episodes_file.stat().st_mtime_ns == before
-    assert "16 of 16 runs read from disk (--reuse)" in again["sitting"]
+    assert "20 of 20 runs read from disk (--reuse)" in again["sitting"]
     assert (results / "RESULTS-corrections.md").read_text().endswith("kept\n")

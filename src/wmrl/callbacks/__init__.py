@@ -10,9 +10,10 @@ With none of them the module is real-execution GRPO; each ablation of the paper 
 from wmrl.callbacks.base import RLCallback
 from wmrl.callbacks.debiasing import OnlineDebiasing
 from wmrl.callbacks.denoising import InverseVarianceDenoising
+from wmrl.callbacks.fusion import VarianceFusion
 from wmrl.callbacks.reward_terms import RewardTerms
 from wmrl.callbacks.routing import AnchorRouting
 from wmrl.callbacks.world_model_reward import WorldModelReward
 
 __all__ = ["AnchorRouting", "InverseVarianceDenoising", "OnlineDebiasing", "RLCallback", "RewardTerms",
-           "WorldModelReward"]
+           "VarianceFusion", "WorldModelReward"]

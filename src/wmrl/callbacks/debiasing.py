@@ -57,6 +57,7 @@ from wmrl.algorithms.debias import (
     bin_pairs,
     finite_pairs,
     fit_calibration,
+    fit_strict_calibration,
     rank_correlation,
 )
 from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
@@ -81,11 +82,20 @@ class OnlineDebiasing(RLCallback):
         min_pairs: identity map until this many anchor pairs exist (paper 200).
         refit_every: refit after this many new pairs (paper 64).
         buffer_size: FIFO cap on stored pairs (paper 5000).
-        bins: equal-width bins on [0, 1] (paper 10).
+        bins: the map's knots: equal-width bins on [0, 1] (``paper``, 10) or quantile bins of the anchors' world-model
+            rewards (``strict``).
+        method: ``paper``: the paper's map (equal-width bins, isotonic, flat ends); ``strict``: the kit's map, which
+            introduces no tie a group did not have (quantile knots, strictly increasing, sloped ends:
+            :func:`~wmrl.algorithms.debias.fit_strict_calibration`), and whose anchors' ``wm_calibrated`` is out of
+            sample (the map fitted before their own pairs), for :class:`~wmrl.callbacks.fusion.VarianceFusion` to
+            measure the world model's agreement on.
     """
 
-    def __init__(self, min_pairs: int = 200, refit_every: int = 64, buffer_size: int = 5000, bins: int = 10) -> None:
+    def __init__(self, min_pairs: int = 200, refit_every: int = 64, buffer_size: int = 5000, bins: int = 10,
+                 method: str = "paper") -> None:
         problems = []
+        if method not in ("paper", "strict"):
+            problems.append(f"OnlineDebiasing method must be 'paper' or 'strict' (got {method!r})")
         if min_pairs < 1:
             problems.append(f"OnlineDebiasing min_pairs must be >= 1 (got {min_pairs})")
         if refit_every < 1:
@@ -97,6 +107,7 @@ class OnlineDebiasing(RLCallback):
         if problems:
             raise ValueError("invalid OnlineDebiasing configuration:\n  - " + "\n  - ".join(problems))
         self.min_pairs, self.refit_every, self.buffer_size, self.bins = min_pairs, refit_every, buffer_size, bins
+        self.method = method
         self.pairs: deque[tuple[float, float, int]] = deque(maxlen=buffer_size)  # (r_wm, r_real, group key)
         self.calibration = CalibrationMap()
         self.since_fit = 0
@@ -137,7 +148,8 @@ class OnlineDebiasing(RLCallback):
         """Fit the map on the buffer. False (and the identity map) when the pairs cannot show a ranking:
         every pair in one bin, or every real reward equal."""
         wm, real, _ = self.columns()
-        calibration = fit_calibration(wm, real, self.bins)
+        fit = fit_strict_calibration if self.method == "strict" else fit_calibration
+        calibration = fit(wm, real, self.bins)
         if calibration.is_identity:  # nothing to fit (algorithms.debias)
             self.calibration = calibration
             if not self._warned_unfittable:
@@ -209,6 +221,8 @@ class OnlineDebiasing(RLCallback):
         )[anchor]
         rows = gather_rows(trainer, local)  # every rank: the same pairs, in rank order
         keys = (self.steps * 1_000_000 + rows[:, 3] * 1_000 + rows[:, 2]).long().tolist()  # unique group key
+        # the anchors as the map saw them before their own pairs (out of sample): what the fusion measures
+        before = torch.as_tensor(self.calibration(batch.wm_rewards[anchor].numpy()), dtype=batch.rewards.dtype)
         refitted = self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
         # only a run that logs has a run dir to report on; without a logger (logger=False) default_root_dir
         # is the working directory, which must not collect stray files
@@ -222,6 +236,8 @@ class OnlineDebiasing(RLCallback):
             calibrated = torch.as_tensor(self.calibration(batch.wm_rewards[with_wm].numpy()), dtype=batch.rewards.dtype)
             batch.wm_calibrated[with_wm] = calibrated
             batch.rewards[simulated] = batch.wm_calibrated[simulated]
+        if self.method == "strict":
+            batch.wm_calibrated[anchor] = before
         metrics = {
             "debias/pairs": float(len(self.pairs)),
             "debias/refits": float(self.refits),
@@ -243,8 +259,11 @@ class OnlineDebiasing(RLCallback):
 
     @property
     def state_key(self) -> str:
-        return self._generate_state_key(min_pairs=self.min_pairs, refit_every=self.refit_every,
-                                        buffer_size=self.buffer_size, bins=self.bins)
+        settings = {"min_pairs": self.min_pairs, "refit_every": self.refit_every, "buffer_size": self.buffer_size,
+                    "bins": self.bins}
+        if self.method != "paper":  # the paper's key stays what its checkpoints hold
+            settings["method"] = self.method
+        return self._generate_state_key(**settings)
 
     def state_dict(self) -> dict:
         return {

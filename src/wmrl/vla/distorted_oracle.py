@@ -8,7 +8,9 @@ and returns
 
 with ``g`` a monotone map of [0, 1] onto itself: ``identity``, ``power`` (``r ** power``: convex above 1, concave
 below) or ``logistic`` (``sigmoid(slope * (r - midpoint))``, rescaled so that ``g(0) = 0`` and ``g(1) = 1``: a squash
-around ``midpoint``). ``offset`` and ``scale`` are the affine part (GRPO's group standardisation cancels it: a test
+around ``midpoint``). Two maps that know nothing, for the test that a world model which knows nothing costs nothing:
+``reverse`` (``1 - r``: it ranks backwards) and ``independent`` (``0``: with noise, a reward independent of ``r``, a
+world model at chance). ``offset`` and ``scale`` are the affine part (GRPO's group standardisation cancels it: a test
 of debiasing needs a non-affine ``g``); ``g`` is the *bias* (the paper's monotone score distortion), ``noise_sd`` the
 *noise*. The result is clipped into [0, 1] (an ``Outcome`` reward lies there); clipping merges rewards at the ends,
 so the share clipped is logged (``world_model/clipped``) and a setting should keep it small.
@@ -32,7 +34,8 @@ import numpy as np
 from wmrl.types import EpisodeGrader, Outcome, Source, Status, missing_members
 from wmrl.vla.episode import episode_of
 
-Distortion = Literal["identity", "power", "logistic"]
+Distortion = Literal["identity", "power", "logistic", "reverse", "independent"]
+DISTORTIONS = ("identity", "power", "logistic", "reverse", "independent")
 
 
 def distort(reward, distortion: Distortion = "identity", power: float = 1.0, slope: float = 10.0,
@@ -45,6 +48,8 @@ def distort(reward, distortion: Distortion = "identity", power: float = 1.0, slo
     [0.0, 0.5, 1.0]
     >>> distort([0.2, 0.4], offset=0.3, scale=0.5).tolist()
     [0.4, 0.5]
+    >>> distort([0.2, 0.9], "reverse").tolist(), distort([0.2, 0.9], "independent", offset=0.5).tolist()
+    ([0.8, 0.09999999999999998], [0.5, 0.5])
     """
     r = np.clip(np.asarray(reward, dtype=np.float64), 0.0, 1.0)
     if distortion == "identity":
@@ -57,8 +62,12 @@ def distort(reward, distortion: Distortion = "identity", power: float = 1.0, slo
 
         low, high = sigmoid(slope * (0.0 - midpoint)), sigmoid(slope * (1.0 - midpoint))
         g = (sigmoid(slope * (r - midpoint)) - low) / (high - low)
+    elif distortion == "reverse":
+        g = 1.0 - r
+    elif distortion == "independent":
+        g = np.zeros_like(r)
     else:
-        raise ValueError(f"distortion must be identity, power or logistic (got {distortion!r})")
+        raise ValueError(f"distortion must be one of {', '.join(DISTORTIONS)} (got {distortion!r})")
     return offset + scale * g
 
 
@@ -88,8 +97,7 @@ class DistortedOracle:
             (isinstance(oracle, EpisodeGrader), f"{key}oracle must grade episodes with the true reward (a "
                                                 f"wmrl.types.EpisodeGrader: grade(episodes) -> [Outcome]; "
                                                 f"{type(oracle).__name__} lacks {missing_members(oracle, EpisodeGrader)})"),
-            (distortion in ("identity", "power", "logistic"),
-             f"{key}distortion must be identity, power or logistic (got {distortion!r})"),
+            (distortion in DISTORTIONS, f"{key}distortion must be one of {', '.join(DISTORTIONS)} (got {distortion!r})"),
             (power > 0, f"{key}power must be > 0 (got {power})"),
             (slope > 0, f"{key}slope must be > 0 (got {slope})"),
             (0.0 <= midpoint <= 1.0, f"{key}midpoint must lie in [0, 1] (got {midpoint})"),

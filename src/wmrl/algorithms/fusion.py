@@ -1,0 +1,129 @@
+"""Fusion by measured agreement, the pure part: the world-model stream's share of the update, down to zero.
+
+GRPO standardises rewards within a group, so what a world-model group contributes is its within-group ranking.
+Write a world-model row's advantage as ``A_wm = rho * A + e``: ``rho`` the within-group correlation of the world
+model's (calibrated) rewards with the real ones, ``e`` an error of variance ``1 - rho^2`` independent of the true
+advantage ``A``. Its policy-gradient term then carries ``rho`` of a real row's signal at about a real row's noise.
+Weighing world-model rows by ``w`` against anchor rows by 1, the update's signal-to-noise ratio
+
+    (n_E + w rho n_W)^2 / (n_E + w^2 n_W)
+
+is largest at ``w = rho``: the inverse-variance weight of a world-model row made unbiased (``A_wm / rho``, variance
+``1 / rho^2``, weight ``rho^2``) applied to ``A_wm``. The fused gradient is the design's minimum-variance form
+
+    g = (g_E + rho g_WM) / (|E| + rho |WM|),
+
+so a world model at chance (``rho = 0``) leaves exactly the anchors' update (real GRPO at the anchors' executions)
+and an exact one (``rho = 1``) weighs every row alike.
+
+``rho`` is measured on the anchors, out of sample (their world-model rewards calibrated by the map fitted *before*
+their own pairs, :class:`~wmrl.callbacks.debiasing.OnlineDebiasing` with ``method="strict"``): the pooled
+within-group correlation of exponentially weighted sums (half-life in anchor groups: the world model and the policy
+change). The share used is its lower confidence bound (Fisher's z, one-sided, :data:`Z`), floored at 0: a world model
+has to show agreement before it is trusted, and a chance or backwards one stays at 0.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> exact, distorted, chance = AgreementEstimate(), AgreementEstimate(), AgreementEstimate()
+>>> for _ in range(8):  # eight anchor groups of eight
+...     real = rng.random(8)
+...     exact.observe(real, real)
+...     distorted.observe(real ** 6, real)  # uncalibrated: Pearson reads the distortion as disagreement
+...     chance.observe(rng.random(8), real)
+>>> round(exact.share(), 2), round(distorted.share(), 2), chance.share()
+(1.0, 0.71, 0.0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+HALF_LIFE = 32.0  # anchor groups
+Z = 1.645  # one-sided 95%: the share is the lower bound of the agreement
+MIN_DOF = 4.0  # within-group degrees of freedom before any share
+
+
+@dataclass
+class AgreementEstimate:
+    """Exponentially weighted within-group sums of world-model (``d``) and real (``s``) rewards of anchor groups.
+
+    Attributes:
+        half_life: in anchor groups.
+        z: the confidence of the lower bound :meth:`share` returns.
+        sxy, sxx, syy: decayed sums of the group-centred cross products and squares.
+        dof: decayed within-group degrees of freedom (a group of ``n`` rows adds ``n - 1``).
+        groups: anchor groups observed (not decayed).
+    """
+
+    half_life: float = HALF_LIFE
+    z: float = Z
+    sxy: float = 0.0
+    sxx: float = 0.0
+    syy: float = 0.0
+    dof: float = 0.0
+    groups: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.half_life > 0:
+            raise ValueError(f"half_life must be > 0 (got {self.half_life})")
+        if not self.z >= 0:
+            raise ValueError(f"z must be >= 0 (got {self.z})")
+
+    def observe(self, wm, real) -> None:
+        """Fold one anchor group's pairs in (a group of one row says nothing about a ranking)."""
+        d, s = np.asarray(wm, dtype=np.float64), np.asarray(real, dtype=np.float64)
+        if d.shape != s.shape or d.ndim != 1:
+            raise ValueError(f"wm and real must be 1-d of equal length (got {d.shape} and {s.shape})")
+        if len(d) < 2 or not (np.isfinite(d).all() and np.isfinite(s).all()):
+            return
+        decay = 0.5 ** (1.0 / self.half_life)
+        d, s = d - d.mean(), s - s.mean()
+        self.sxy = decay * self.sxy + float(d @ s)
+        self.sxx = decay * self.sxx + float(d @ d)
+        self.syy = decay * self.syy + float(s @ s)
+        self.dof = decay * self.dof + len(d) - 1
+        self.groups += 1
+
+    @property
+    def agreement(self) -> float:
+        """The pooled within-group correlation (NaN until both streams varied)."""
+        if not (self.sxx > 1e-12 and self.syy > 1e-12):
+            return math.nan
+        return max(-1.0, min(1.0, self.sxy / math.sqrt(self.sxx * self.syy)))
+
+    def share(self) -> float:
+        """The world-model rows' weight: the agreement's lower confidence bound, floored at 0 (0 until
+        :data:`MIN_DOF`)."""
+        rho = self.agreement
+        if not rho > 0 or self.dof < MIN_DOF:
+            return 0.0
+        fisher = math.atanh(min(rho, 1 - 1e-9)) - self.z / math.sqrt(max(self.dof - 2.0, 1.0))
+        return max(0.0, math.tanh(fisher))
+
+    def state_dict(self) -> dict:
+        return {"sxy": self.sxy, "sxx": self.sxx, "syy": self.syy, "dof": self.dof, "groups": self.groups}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sxy, self.sxx, self.syy = float(state["sxy"]), float(state["sxx"]), float(state["syy"])
+        self.dof, self.groups = float(state["dof"]), int(state["groups"])
+
+
+def fusion_scales(real_rows: int, wm_rows: int, share: float) -> tuple[float, float]:
+    """The factors for anchor and world-model advantages: ``g = (g_E + share g_WM) / (|E| + share |WM|)`` where the
+    loss averages over all ``real_rows + wm_rows`` rows.
+
+    >>> fusion_scales(8, 56, 0.0)  # at chance: the anchors' update alone, at its own scale
+    (8.0, 0.0)
+    >>> fusion_scales(8, 56, 1.0)  # exact: every row alike
+    (1.0, 1.0)
+    """
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must lie in [0, 1] (got {share})")
+    effective = real_rows + share * wm_rows
+    if effective <= 0:
+        return 1.0, 0.0
+    scale = (real_rows + wm_rows) / effective
+    return scale, share * scale

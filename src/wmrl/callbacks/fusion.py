@@ -1,0 +1,96 @@
+"""`VarianceFusion`: weigh the world-model stream by its measured agreement with reality, down to zero.
+
+After group normalisation (``on_advantages``) it folds each anchor group's (world-model, real) rewards into an
+:class:`~wmrl.algorithms.fusion.AgreementEstimate` (the pooled within-group correlation, exponentially weighted),
+takes its lower confidence bound as the world model's share ``rho`` (:mod:`wmrl.algorithms.fusion`: ``rho`` is the
+inverse-variance weight of a world-model row), and rescales the advantages to the minimum-variance fusion
+``g = (g_E + rho g_WM) / (|E| + rho |WM|)``: anchor rows by ``s``, world-model rows by ``rho s``. A world model at
+chance or ranking backwards gets ``rho = 0`` and the step is the anchors' own update; an exact one gets
+``rho -> 1`` and every row weighs alike.
+
+The world-model rewards it compares are ``wm_calibrated`` when a calibration ran (``batch.corrections.calibrating``;
+with ``OnlineDebiasing(method="strict")`` the anchors' values are out of sample: the map fitted before their own
+pairs), else the raw ``wm_rewards``. This is the kit's replacement for the paper's
+:class:`~wmrl.callbacks.denoising.InverseVarianceDenoising`, whose weight is relative (frozen to 2 after the warm-up,
+whatever the noise) and capped at 4, so it cannot silence a world model at chance.
+
+Logged: ``fusion/wm_share`` (the world-model rows' share of the update's weight), ``fusion/rho`` (the share per row),
+``fusion/agreement`` (the point estimate), ``fusion/dof``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from wmrl.algorithms.fusion import HALF_LIFE, AgreementEstimate, Z, fusion_scales
+from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
+
+if TYPE_CHECKING:
+    import lightning.pytorch as pl
+
+    from wmrl.types import RolloutBatch
+
+
+class VarianceFusion(RLCallback):
+    """The world-model stream's share of the update by measured agreement (docs/concepts.md, the kit's corrections).
+
+    Args:
+        half_life: in anchor groups: how fast old agreement is forgotten (the world model and the policy change).
+        z: the one-sided confidence of the lower bound used as the share (1.645: 95%); 0 uses the point estimate.
+    """
+
+    def __init__(self, half_life: float = HALF_LIFE, z: float = Z) -> None:
+        self.estimate = AgreementEstimate(half_life=half_life, z=z)  # checks its settings
+
+    @property
+    def share(self) -> float:
+        return self.estimate.share()
+
+    def anchor_groups(self, batch: RolloutBatch) -> list[tuple[list[float], list[float]]]:
+        """Each anchor group's (world-model, real) rewards, graded rows with a world-model reward only."""
+        wm = batch.wm_calibrated if batch.corrections.calibrating else batch.wm_rewards
+        rows = batch.is_real & batch.graded & ~torch.isnan(wm)
+        groups = []
+        for group in torch.unique(batch.group_ids[rows]).tolist():
+            members = rows & (batch.group_ids == group)
+            groups.append((wm[members].tolist(), batch.rewards[members].tolist()))
+        return groups
+
+    def on_advantages(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        # every rank folds in every rank's groups, in rank order: the same estimate everywhere
+        rank = rank_of(trainer)
+        local = [(rank * 100_000 + i, d, s) for i, (ds, ss) in enumerate(self.anchor_groups(batch))
+                 for d, s in zip(ds, ss, strict=True)]
+        rows = gather_rows(trainer, torch.tensor(local, dtype=torch.float64).view(-1, 3))
+        keys = rows[:, 0].tolist()
+        starts = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]] + [len(keys)]
+        for first, end in zip(starts, starts[1:], strict=False):
+            if end > first:
+                self.estimate.observe(rows[first:end, 1].numpy(), rows[first:end, 2].numpy())
+        rho = self.estimate.share()
+        counts = gather_rows(trainer, torch.tensor([[float((batch.used & batch.is_real).sum()),
+                                                     float((batch.used & ~batch.is_real).sum())]])).sum(dim=0)
+        real_rows, wm_rows = float(counts[0]), float(counts[1])
+        real_scale, wm_scale = fusion_scales(real_rows, wm_rows, rho)
+        batch.advantages[batch.is_real] *= real_scale
+        batch.advantages[~batch.is_real] *= wm_scale
+        effective = real_rows + rho * wm_rows
+        pl_module.log_dict({
+            "fusion/wm_share": rho * wm_rows / effective if effective > 0 else 0.0,
+            "fusion/rho": rho,
+            "fusion/agreement": self.estimate.agreement if self.estimate.groups else math.nan,
+            "fusion/dof": self.estimate.dof,
+        }, on_step=True, batch_size=len(batch))
+
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(half_life=self.estimate.half_life, z=self.estimate.z)
+
+    def state_dict(self) -> dict:
+        return self.estimate.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.estimate.load_state_dict(state_dict)

@@ -1,0 +1,144 @@
+"""The kit's corrections (issue: the world model can only help): a calibration that never erases a ranking, and a
+fusion whose world-model share follows the measured agreement down to 0. Pure functions first, then the callbacks on
+hand-made batches, then the paper variant's keys unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from fakes import LoggingModule
+from test_wmrl_method import make_batch
+
+from wmrl.algorithms.debias import CalibrationMap, fit_calibration, fit_strict_calibration
+from wmrl.algorithms.fusion import AgreementEstimate, fusion_scales
+from wmrl.callbacks import OnlineDebiasing, VarianceFusion
+
+
+def _ties(values) -> int:
+    values = np.asarray(values)
+    return len(values) - len(np.unique(values))
+
+
+@pytest.mark.parametrize("power", [1.0, 6.0, 20.0])
+def test_the_strict_map_introduces_no_ties_on_a_strictly_ranked_group(power):
+    rng = np.random.default_rng(0)
+    real = rng.random(400)
+    wm = real**power
+    strict, paper = fit_strict_calibration(wm, real), fit_calibration(wm, real)
+    group = np.sort(rng.random(8)) ** power  # a world-model group, strictly ranked, some beyond the anchors' range
+    group = np.sort(np.append(group, [wm.max() * 1.01, 1.0]))
+    mapped = strict(group)
+    assert _ties(mapped) == 0 and np.all(np.diff(mapped) > 0)
+    if power == 20.0:
+        assert _ties(paper(group)) > 0  # the paper's map ties them (most fall in its first bin, flat ends)
+
+
+def test_the_strict_map_follows_the_anchors_and_keeps_sloped_ends():
+    rng = np.random.default_rng(1)
+    real = rng.random(300)
+    calibration = fit_strict_calibration(real**6, real)
+    probe = np.linspace(0.05, 0.95, 10)
+    assert np.abs(calibration(probe**6) - probe).max() < 0.12  # it undoes r^6, up to the ramp's 5% and the knots
+    assert calibration.ends == "slope" and CalibrationMap.from_dict(calibration.to_dict()) == calibration
+
+
+def test_a_backwards_or_chance_world_model_gets_a_flat_map_no_signal():
+    rng = np.random.default_rng(2)
+    real = rng.random(200)
+    assert fit_strict_calibration(1 - real, real).is_flat
+    assert fit_strict_calibration(np.array([0.1, 0.2]), np.array([0.3, 0.3])).is_identity  # equal real rewards
+
+
+def _observe(estimate, rng, make_wm, groups, size=8):
+    shares = []
+    for _ in range(groups):
+        real = rng.random(size)
+        estimate.observe(make_wm(real, rng), real)
+        shares.append(estimate.share())
+    return shares
+
+
+def test_a_chance_world_models_share_stays_at_zero():
+    """Within 16 anchor groups of 8 and from then on, a world model independent of reality gets no share (seeded;
+    the lower bound starts at 0, so it is 0 from the first group in most draws)."""
+    for seed in range(5):
+        shares = _observe(AgreementEstimate(), np.random.default_rng(seed), lambda r, g: g.random(len(r)), 64)
+        assert max(shares) <= 0.25, shares
+        assert all(s == 0.0 for s in shares[16:]), (seed, shares)
+
+
+def test_a_backwards_world_models_share_is_zero_from_the_start():
+    shares = _observe(AgreementEstimate(), np.random.default_rng(0), lambda r, g: 1 - r, 32)
+    assert shares == [0.0] * 32
+
+
+def test_an_exact_world_model_rises_to_its_full_share_from_its_first_group():
+    shares = _observe(AgreementEstimate(), np.random.default_rng(0), lambda r, g: r, 8)
+    assert min(shares) > 0.99, shares
+    few = _observe(AgreementEstimate(), np.random.default_rng(0), lambda r, g: r, 1, size=3)
+    assert few == [0.0]  # 2 degrees of freedom: under MIN_DOF, no share yet
+
+
+def test_a_noisy_world_models_share_is_its_agreement_less_its_uncertainty():
+    estimate = AgreementEstimate()
+    _observe(estimate, np.random.default_rng(3), lambda r, g: r + g.normal(0, 0.29, len(r)), 200)
+    assert 0.6 < estimate.agreement < 0.8  # corr(r, r + N(0, .29^2)) = 0.707 for r ~ U(0, 1)
+    assert estimate.agreement - 0.15 < estimate.share() < estimate.agreement
+
+
+def test_the_agreement_forgets_with_its_half_life():
+    estimate = AgreementEstimate(half_life=4)
+    rng = np.random.default_rng(4)
+    _observe(estimate, rng, lambda r, g: r, 20)
+    assert estimate.share() > 0.95
+    _observe(estimate, rng, lambda r, g: 1 - r, 20)  # the world model turned: 20 half-lives later it is backwards
+    assert estimate.agreement < -0.9 and estimate.share() == 0.0
+
+
+def test_fusion_scales_are_the_minimum_variance_fusion():
+    for real_rows, wm_rows, share in [(8, 56, 0.0), (8, 56, 0.5), (16, 48, 1.0)]:
+        real_scale, wm_scale = fusion_scales(real_rows, wm_rows, share)
+        # the loss averages over every row: (real_scale * sum_E + wm_scale * sum_WM) / (E + WM)
+        assert real_scale / (real_rows + wm_rows) == pytest.approx(1 / (real_rows + share * wm_rows))
+        assert wm_scale == pytest.approx(share * real_scale)
+    with pytest.raises(ValueError, match="share must lie in"):
+        fusion_scales(8, 8, 1.5)
+
+
+def test_the_fusion_callback_silences_a_chance_world_model_and_keeps_an_exact_one():
+    real = [0.1, 0.4, 0.6, 0.9]
+    for wm_of_anchors, expected_wm_scale in (([0.9, 0.1, 0.6, 0.4], 0.0), (real, 1.0)):
+        fusion, module = VarianceFusion(), LoggingModule()
+        for _ in range(3):
+            batch = make_batch(real + [0.5] * 4, wm_of_anchors + [0.2, 0.4, 0.6, 0.8], [0] * 4 + [1] * 4,
+                               [True] * 4 + [False] * 4)
+            batch.used.fill_(True)
+            batch.advantages.copy_(torch.tensor([-1.0, -0.5, 0.5, 1.0] * 2))
+            fusion.on_advantages(None, module, batch)
+        real_scale, wm_scale = fusion_scales(4, 4, fusion.share)
+        assert fusion.share == pytest.approx(expected_wm_scale, abs=0.02)
+        assert batch.advantages[:4].tolist() == pytest.approx([-real_scale, -0.5 * real_scale, 0.5 * real_scale,
+                                                               real_scale])
+        assert batch.advantages[4:].tolist() == pytest.approx([-wm_scale, -0.5 * wm_scale, 0.5 * wm_scale, wm_scale])
+        assert module.logged["fusion/wm_share"] == pytest.approx(4 * fusion.share / (4 + 4 * fusion.share))
+
+
+def test_the_strict_debiasing_hands_the_fusion_out_of_sample_anchors():
+    debias = OnlineDebiasing(min_pairs=4, refit_every=4, method="strict")
+    wm, real = [0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.6, 0.95]
+    first = make_batch(real, wm, [0] * 4, [True] * 4)
+    debias.on_rewards(None, LoggingModule(), first)
+    assert debias.fitted and first.wm_calibrated.tolist() == pytest.approx(wm)  # the map before these pairs: identity
+    second = make_batch(real, wm, [0] * 4, [True] * 4)
+    debias.on_rewards(None, LoggingModule(), second)
+    assert second.wm_calibrated.tolist() == pytest.approx(debias.calibration(np.array(wm)).tolist(), abs=1e-6)
+
+
+def test_the_paper_variant_keeps_its_state_key_and_the_method_is_checked():
+    assert OnlineDebiasing(min_pairs=16).state_key == OnlineDebiasing(min_pairs=16, method="paper").state_key
+    assert OnlineDebiasing(method="strict").state_key != OnlineDebiasing().state_key
+    with pytest.raises(ValueError, match="method must be 'paper' or 'strict'"):
+        OnlineDebiasing(method="isotonic")
+    with pytest.raises(ValueError, match="half_life must be > 0"):
+        VarianceFusion(half_life=0)
