@@ -100,12 +100,28 @@ def test_bad_configuration_names_the_key_and_the_fix():
         data.check_simulator(PushTSimulator(success_threshold=0.9))
 
 
-def test_pusht_quickstart_config_runs_and_reports_heldout_success(tmp_path, fit_shortened):
-    """`wmrl fit -c configs/vla/pusht_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out states)."""
+def test_pusht_quickstart_config_runs_and_prints_its_paired_heldout_gain_with_an_interval(tmp_path, fit_shortened):
+    """`wmrl fit -c configs/vla/pusht_quickstart.yaml`, shortened (2 steps, fewer demos / SFT / held-out states): it
+    prints held-out success before and after, and the paired gain over the held-out initial states with its 95%
+    interval, the same numbers as the episodes it kept in heldout.jsonl; a gain not above 0 is called a smoke run,
+    pointing to the benchmark that shows learning."""
+    import re
+
+    from wmrl.algorithms.stats import paired_gain
+    from wmrl.evaluation.report import SMOKE_RUN_ADVICE
+
     run_dir = tmp_path / "run"
     output = fit_shortened(["configs/vla/pusht_quickstart.yaml"], run_dir, demonstrations=24, heldout_states=8,
                            sft_steps=300)
     assert "held-out success (simulator, no exploration noise)" in output
+    gain = re.search(r"gain over the start: .*?([+-]\d\.\d{3}), 95% interval \[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\].*"
+                     r"\(paired bootstrap over 8 held-out initial states, same seeds\)", output)
+    assert gain, output[-3000:]
+    evaluations = [json.loads(line) for line in (run_dir / "heldout.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evaluations] == [0, 2]
+    before, after = ({"states": [e["success"] for e in ev["episodes"]]} for ev in evaluations)
+    assert [f"{v:+.3f}" for v in paired_gain(before, after)] == list(gain.groups())  # the states, paired
+    assert (SMOKE_RUN_ADVICE in output) == (float(gain.group(2)) <= 0)
 
     from wmrl.vla.dataset import load_dataset
 

@@ -279,7 +279,9 @@ class VLAGRPOModule(RLModule):
         ``heldout/success_noisy`` when ``eval_noisy_episodes`` > 0)."""
         episodes = self.evaluate_episodes(task_ids, self.hparams.get("eval_noisy_episodes", 0))
         success = float(np.mean([e["success"] for e in episodes]))
-        self.heldout.keep(self, split, success, {"episodes": episodes})
+        # one group: the pairs are the initial states (the same seed before and after), resampled together
+        self.heldout.keep(self, split, success, {"episodes": episodes},
+                          paired={"initial states": [e["success"] for e in episodes]})
         if "noisy_success" in episodes[0]:
             noisy = float(np.mean([e["noisy_success"] for e in episodes]))
             for logger in self.loggers:
