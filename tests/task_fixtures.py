@@ -205,3 +205,166 @@ def tabular_competitions(where: Path) -> tuple[Path, Path, list[str]]:
                  [2.5, 2.7, 2.9, 3.1, 3.3, 3.6, 4.5, 7.8], _graded_by(RMSE_GRADE, "car", "mpg"), {})
     return competitions, data, ["wine-cultivar", "tumour-malignancy", "diabetes-progression", "affair-survey",
                                 "car-fuel-economy"]
+
+
+# -- one small task per type the kit grades (tests/test_starters.py runs their generic starters) -----------------
+SURVIVAL_GRADE = INVALID_SUBMISSION + '''
+
+def grade(submission, answers):
+    import pandas as pd
+
+    from wmrl.autoresearch.tasks.metrics import concordance_index
+
+    merged = answers.merge(submission, on="ID")
+    if len(merged) != len(answers) or merged["prediction"].isna().any():
+        raise InvalidSubmissionError("one risk score per test row")
+    timed = pd.DataFrame({"id": merged["ID"], "time": merged["efs_time"], "event": merged["efs"]})
+    return concordance_index(timed, merged["prediction"].to_numpy(dtype=float))
+'''
+AVERAGE_PRECISION_GRADE = INVALID_SUBMISSION + '''
+
+def grade(submission, answers):
+    from sklearn.metrics import average_precision_score
+
+    merged = answers.merge(submission, on="id", suffixes=("", "_p"))
+    if len(merged) != len(answers) or merged["fraud_p"].isna().any():
+        raise InvalidSubmissionError("one score per test row")
+    return average_precision_score(merged["fraud"], merged["fraud_p"])
+'''
+CLASS_LOG_LOSS_GRADE = INVALID_SUBMISSION + '''
+
+def grade(submission, answers):
+    import numpy as np
+
+    classes = ["low", "mid", "high"]
+    merged = answers.merge(submission, on="id")
+    if len(merged) != len(answers) or merged[classes].isna().any().any():
+        raise InvalidSubmissionError("one probability per class and test row")
+    p = np.clip(merged[classes].to_numpy(dtype=float), 1e-15, 1)
+    p = p / p.sum(axis=1, keepdims=True)
+    truth = merged["grade"].map({c: i for i, c in enumerate(classes)}).to_numpy()
+    return float(-np.mean(np.log(p[np.arange(len(p)), truth])))
+'''
+
+
+def _features(rng, n: int) -> pd.DataFrame:
+    import numpy as np
+
+    frame = pd.DataFrame(rng.normal(size=(n, 4)), columns=["x1", "x2", "x3", "x4"]).round(4)
+    frame["colour"] = rng.choice(["red", "green", "blue"], size=n)
+    frame.loc[rng.random(n) < 0.05, "x4"] = np.nan  # a few missing values
+    return frame
+
+
+def _write_task(root: Path, kind: str, task_id: str, train: pd.DataFrame, test: pd.DataFrame, answers: pd.DataFrame,
+                sample: pd.DataFrame, leaderboard: list[float], card: str = "", grader: str = "",
+                grade_py: str | None = None) -> None:
+    """A task folder (``kind="folder"``, ``card`` its task.yaml) or a competition in MLE-bench's layout
+    (``root`` holds ``competitions/`` and ``data/``; ``grader`` its grader.name)."""
+    if kind == "folder":
+        folder = public = root / task_id
+        public, private = folder / "public", folder / "private"
+        answers_file = private / "answers.csv"
+        (folder / "leaderboard.csv").parent.mkdir(parents=True)
+        leaderboard_text = "score\n" + "\n".join(map(str, leaderboard)) + "\n"
+    else:
+        folder = root / "competitions" / task_id
+        public, private = (root / "data" / task_id / "prepared" / p for p in ("public", "private"))
+        answers_file = private / "test.csv"
+        folder.mkdir(parents=True)
+        rows = [f"{s},{1000 + i},True,2025-01-01 00:00:00,{s},True" for i, s in enumerate(leaderboard)]
+        leaderboard_text = ("scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore\n" + "\n".join(rows)
+                            + "\n")
+        card = textwrap.dedent(f"""\
+            id: {task_id}
+            name: {task_id}
+            dataset:
+              answers: {task_id}/prepared/private/test.csv
+              sample_submission: {task_id}/prepared/public/sample_submission.csv
+            grader:
+              name: {grader}
+              grade_fn: mlebench.competitions.{task_id}.grade:grade
+            """)
+    public.mkdir(parents=True)
+    private.mkdir(parents=True)
+    train.to_csv(public / "train.csv", index=False)
+    test.to_csv(public / "test.csv", index=False)
+    sample.to_csv(public / "sample_submission.csv", index=False)
+    answers.to_csv(answers_file, index=False)
+    (folder / ("task.yaml" if kind == "folder" else "config.yaml")).write_text(card)
+    (folder / "description.md").write_text(f"# {task_id}\n\nPredict the target of every row of test.csv.\n")
+    (folder / "leaderboard.csv").write_text(leaderboard_text)
+    if grade_py is not None:
+        (folder / "grade.py").write_text(grade_py)
+
+
+def typed_tasks(where: Path, rows: int = 400) -> tuple[Path, Path, Path, dict[str, str]]:
+    """``(task folders, competitions dir, data dir, {type: task id})``: one small synthetic task, with no
+    starter.py, per type the kit grades: a binary label (accuracy), multiclass labels (macro F1), class
+    probabilities (a multi-class log loss in grade.py), a regression (RMSE), a count (Poisson deviance), a
+    survival risk graded by the built-in concordance index (``time``, ``event``) and by a grade.py named
+    ``concordance-index`` (``efs_time``, ``efs``), a ranking metric (average precision in grade.py) and a binary
+    log loss. Every task has four numeric features (one with missing values) and a categorical one."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    folders, mlebench = where / "folders", where / "mlebench"
+    split = int(rows * 0.7)
+
+    def task(kind, task_id, frame, targets, sample_columns, placeholder, leaderboard, id_col="id", **kw):
+        frame = frame.copy()
+        frame.insert(0, id_col, range(len(frame)))
+        train, test = frame.iloc[:split], frame.iloc[split:]
+        sample = test[[id_col]].assign(**dict.fromkeys(sample_columns, placeholder))
+        _write_task(folders if kind == "folder" else mlebench, kind, task_id, train, test.drop(columns=targets),
+                    test[[id_col, *targets]], sample, leaderboard, **kw)
+
+    def signal(frame):
+        return frame["x1"] - 0.8 * frame["x2"] + 0.5 * frame["colour"].map({"red": 1.0, "green": 0.0, "blue": -1.0})
+
+    ids = {}
+    frame = _features(rng, rows)
+    frame["approved"] = (signal(frame) + rng.normal(scale=0.7, size=rows) > 0).astype(int)
+    task("folder", "binary-label", frame, ["approved"], ["prediction"], 0, [0.95, 0.9, 0.8, 0.6, 0.5],
+         card="metric: accuracy\ntarget: approved\n")
+    ids["binary label"] = "binary-label"
+    frame = _features(rng, rows)
+    frame["grade"] = pd.cut(signal(frame) + rng.normal(scale=0.5, size=rows), [-np.inf, -0.7, 0.7, np.inf],
+                            labels=["low", "mid", "high"]).astype(str)
+    task("mlebench", "multiclass-label", frame, ["grade"], ["grade"], "mid", [0.9, 0.8, 0.7, 0.5, 0.2],
+         grader="macro-f1-score")
+    ids["multiclass"] = "multiclass-label"
+    task("mlebench", "class-probabilities", frame, ["grade"], ["low", "mid", "high"], 1 / 3,
+         [0.3, 0.5, 0.7, 0.9, 1.1], grader="multi-class-log-loss", grade_py=CLASS_LOG_LOSS_GRADE)
+    ids["class probabilities"] = "class-probabilities"
+    frame = _features(rng, rows)
+    frame["price"] = (10 + 3 * signal(frame) + rng.normal(size=rows)).round(3)
+    task("folder", "regression", frame, ["price"], ["prediction"], 10.0, [1.0, 1.5, 2.0, 3.0, 4.0],
+         card="metric: rmse\ntarget: price\n")
+    ids["regression"] = "regression"
+    frame = _features(rng, rows)
+    frame["visits"] = rng.poisson(np.exp(0.5 + 0.5 * signal(frame)))
+    task("folder", "count", frame, ["visits"], ["prediction"], 1.0, [0.9, 1.0, 1.2, 1.5, 2.0],
+         card="metric: poisson_deviance\ntarget: visits\n")
+    ids["count"] = "count"
+    frame = _features(rng, rows)
+    hazard = np.exp(0.8 * signal(frame))
+    onset, censor = rng.exponential(10 / hazard), rng.exponential(15, size=rows)
+    frame["event"], frame["time"] = (onset <= censor).astype(int), np.minimum(onset, censor).round(3)
+    task("folder", "survival-builtin", frame, ["event", "time"], ["prediction"], 0.0, [0.8, 0.75, 0.7, 0.6, 0.5],
+         card="metric: concordance_index\n")  # the answers hold the event before the time
+    ids["survival (built-in concordance)"] = "survival-builtin"
+    frame = frame.rename(columns={"event": "efs", "time": "efs_time"})
+    task("mlebench", "survival", frame, ["efs", "efs_time"], ["prediction"], 0.5, [0.8, 0.75, 0.7, 0.6, 0.5],
+         id_col="ID", grader="concordance-index", grade_py=SURVIVAL_GRADE)
+    ids["survival"] = "survival"
+    frame = _features(rng, rows)
+    frame["fraud"] = (signal(frame) + rng.normal(scale=0.8, size=rows) > 1.6).astype(int)
+    task("mlebench", "average-precision", frame, ["fraud"], ["fraud"], 0, [0.9, 0.8, 0.6, 0.4, 0.2],
+         grader="average-precision", grade_py=AVERAGE_PRECISION_GRADE)
+    ids["ranking metric"] = "average-precision"
+    frame = _features(rng, rows)
+    frame["churned"] = (signal(frame) + rng.normal(scale=1.0, size=rows) > 0).astype(int)
+    task("mlebench", "log-loss", frame, ["churned"], ["churned"], 0, [0.3, 0.4, 0.5, 0.6, 0.7], grader="log-loss")
+    ids["log loss"] = "log-loss"
+    return folders, mlebench / "competitions", mlebench / "data", ids

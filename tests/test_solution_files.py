@@ -92,13 +92,15 @@ def test_slot_forms_fill_as_documented():
     assert "constant = train['y'].mean()\n" in text and "__" not in text
 
 
-@pytest.mark.parametrize("kind", ["label", "real", "copy"])
+@pytest.mark.parametrize("kind", ["label", "real", "risk", "copy"])
 def test_generic_starters_compile_with_no_undefined_name(tmp_path: Path, kind: str):
     train = pd.DataFrame({"id": range(20), "x": range(20), "c": list("ab") * 10,
                           "y": list("uv") * 10 if kind == "label" else [i / 3 for i in range(20)]})
+    if kind == "risk":  # a survival pair: the time (y) and the event
+        train["event"] = [0, 1] * 10
     train.to_csv(tmp_path / "train.csv", index=False)
-    train.drop(columns="y").to_csv(tmp_path / "test.csv", index=False)
-    columns = ("y",) if kind != "copy" else ("not_in_train", "nor_this")  # copy: no target to learn
+    train.drop(columns=["y", "event"], errors="ignore").to_csv(tmp_path / "test.csv", index=False)
+    columns = {"copy": ("not_in_train", "nor_this"), "risk": ("risk",)}.get(kind, ("y",))  # copy: no target to learn
     pd.DataFrame({"id": range(20), **dict.fromkeys(columns, 0.0)}).to_csv(tmp_path / "sample_submission.csv", index=False)
     prediction = infer_prediction(tmp_path, "id", ("id", *columns))
     assert prediction.kind == kind

@@ -1,8 +1,10 @@
 """A starter for every task (docs/tasks.md, "The starter"): five tabular competitions in MLE-bench's layout that
 ship no starter.py get a generic baseline written from their public files; `wmrl tasks check` runs it and grades
 it valid on each; `wmrl tasks show` says which starter the prompt uses; the card shows the grader's name and the
-inferred type and target, never `custom`. The base policy's valid rate with these starters is measured in
-tests/test_lifecycle_real.py (slow tier)."""
+inferred type and target, never `custom`; for one small task of each type the kit grades (labels, class
+probabilities, values, counts, survival, a ranking metric, log loss) the generic starter fits a model, predicts what
+the metric reads and is graded valid in the process sandbox. The base policy's valid rate with these starters is
+measured in tests/test_lifecycle_real.py (slow tier)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from task_fixtures import copy_example, tabular_competitions
+from task_fixtures import copy_example, tabular_competitions, typed_tasks
 
+from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.tasks.starter import Prediction, generic_starter, infer_prediction
 from wmrl.autoresearch.tasks.suite import TaskSuite
 from wmrl.cli import commands as cli
 from wmrl.rollout.agent import starter_head
+from wmrl.types import Status
 
 
 def run(cache: Path, capsys, *argv: str) -> tuple[int, str, str]:
@@ -45,6 +49,53 @@ def test_tasks_check_runs_each_generic_starter_and_grades_it_valid(registered, c
         assert "generic_starter" in task.references() and task.spec.folder.starter is None
         assert starter_head(task.starter).rstrip().endswith("])")  # the prefill ends where the model begins
         assert "model = make_pipeline(preprocess," in task.starter
+
+
+# Per task type the kit grades (tests/task_fixtures.py, typed_tasks): the card's type, the starter's estimator and
+# prediction, and a score that neither a constant nor a hard label reaches (as "higher is better": a loss negated).
+# A constant scores 0.54 accuracy, 0.17 macro F1, 1.10 multi-class log loss, 3.7 RMSE, 2.1 Poisson deviance, 0.5
+# concordance, 0.69 log loss; hard labels 0.40 average precision.
+TYPED = {
+    "binary label": ("multiclass", "LogisticRegression", "model.predict(features(frame))", 0.7),
+    "multiclass": ("multiclass", "LogisticRegression", "model.predict(features(frame))", 0.6),
+    "class probabilities": ("multiclass", "LogisticRegression", "model.predict_proba(features(frame))", -0.8),
+    "regression": ("regression", "Ridge", "model.predict(features(frame))", -2.0),
+    "count": ("count", "Ridge", "np.maximum(model.predict(features(frame)), 1e-3)", -1.5),
+    "survival (built-in concordance)": ("survival", "Ridge", "-model.predict(features(frame))", 0.65),
+    "survival": ("survival", "Ridge", "-model.predict(features(frame))", 0.65),
+    "ranking metric": ("binary", "LogisticRegression", "model.predict_proba(features(frame))[:, 1]", 0.55),
+    "log loss": ("binary", "LogisticRegression", "model.predict_proba(features(frame))[:, 1]", -0.6),
+}
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory, process_sandbox):
+    """The typed tasks registered with `wmrl tasks add`, and each generic starter run in the process sandbox and
+    graded (all at once: the sandbox runs them concurrently)."""
+    where = tmp_path_factory.mktemp("typed")
+    folders, competitions, data, ids = typed_tasks(where)
+    cache = where / "cache"
+    assert cli.main(["--cache-dir", str(cache), "tasks", "add", str(folders)]) == 0
+    assert cli.main(["--cache-dir", str(cache), "tasks", "add", str(competitions), "--mlebench-data", str(data)]) == 0
+    suite = TaskSuite(cache_dir=cache)
+    tasks = {task_type: suite.get(task_id) for task_type, task_id in ids.items()}
+    env = SandboxEnvironment(suite, process_sandbox, use_log=False)
+    outcomes = env.execute_many([(task.id, task.starter) for task in tasks.values()])
+    return {task_type: (task, outcome) for (task_type, task), outcome in zip(tasks.items(), outcomes, strict=True)}
+
+
+@pytest.mark.parametrize("task_type", list(TYPED))
+def test_a_generic_starter_fits_a_model_for_every_task_type_and_predicts_what_its_metric_reads(typed, task_type):
+    task_kind, estimator, predict, bound = TYPED[task_type]
+    task, outcome = typed[task_type]
+    assert task.spec.type == task_kind and task.spec.folder.starter is None
+    assert f"    return {predict}\n" in task.starter
+    assert f"\nmodel = make_pipeline(preprocess, {estimator}(" in task.starter and task.starter.endswith("\nfinish(model)\n")
+    assert starter_head(task.starter).rstrip().endswith("])")  # the prefill ends where the model begins
+    assert outcome.status is Status.VALID, (outcome.error, outcome.stderr_tail)
+    assert outcome.validation_score is not None  # the starter printed its estimate
+    score = outcome.score if task.higher_is_better else -outcome.score
+    assert score > bound, f"{task_type}: {outcome.score}"
 
 
 def test_cards_show_the_grader_type_and_target_and_which_starter_the_prompt_uses(registered, capsys):
@@ -85,6 +136,24 @@ def test_cards_show_the_grader_type_and_target_and_which_starter_the_prompt_uses
     # several numeric targets
     (("id", "u", "v"), {"id": [1, 2], "x": [1, 2], "u": [0.5, 1.5], "v": [2.5, 3.5]}, {"id": [3], "x": [2]}, "mae",
      ("real", ("u", "v"))),
+    # survival: one risk column, and train.csv's extra columns are a 0/1 event and a time (the name a hint only)
+    (("id", "prediction"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "efs": [1, 0, 1], "efs_time": [3.5, 9.0, 1.25]},
+     {"id": [4], "x": [1.5]}, None, ("risk", ("efs_time", "efs"))),
+    (("id", "prediction"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "efs": [1, 0, 1], "efs_time": [3.5, 9.0, 1.25],
+                            "race": ["a", "b", "a"]}, {"id": [4], "x": [1.5]}, "stratified-concordance-index",
+     ("risk", ("efs_time", "efs"))),
+    # a ranking metric reads a score: a probability for a 0/1 target (never a hard label), a value for a number
+    (("id", "fraud"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "fraud": [0, 1, 0]}, {"id": [4], "x": [1.5]},
+     "average_precision", ("probability", ("fraud",))),
+    (("id", "fraud"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "fraud": [0, 1, 0]}, {"id": [4], "x": [1.5]},
+     "PR-AUC", ("probability", ("fraud",))),
+    (("id", "loss"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "loss": [0.0, 10.5, 2.25]}, {"id": [4], "x": [1.5]},
+     "normalized-gini", ("real", ("loss",))),
+    # a label metric keeps labels, MAP@k too (a ranked list of labels)
+    (("id", "fraud"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "fraud": [0, 1, 0]}, {"id": [4], "x": [1.5]},
+     "precision", ("label", ("fraud",))),
+    (("id", "place"), {"id": [1, 2, 3], "x": [1.0, 2.0, 0.5], "place": ["p", "q", "r"]}, {"id": [4], "x": [1.5]},
+     "map@3", ("label", ("place",))),
     # nothing to learn from: the sample is copied
     (("id", "y"), {"id": [1, 2], "x": [1, 2]}, {"id": [3], "x": [2]}, None, ("copy", ())),
 ])

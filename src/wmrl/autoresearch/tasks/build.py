@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 DATA_FILES = ("public/train.csv", "public/test.csv", "public/sample_submission.csv", "private/answers.csv")
 CARD_FILES = ("task.json", "description.md")
 # Bump when the files a build writes change (card fields, prompt text): older caches are then rebuilt.
-BUILD_VERSION = 5
+BUILD_VERSION = 6
 
 
 class TaskCacheError(RuntimeError):

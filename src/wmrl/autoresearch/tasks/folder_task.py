@@ -219,13 +219,15 @@ def materialise_folder(spec: TaskSpec, root: Path) -> dict[str, str]:
 
 def folder_prediction(spec: TaskSpec):
     """What a folder task's submission predicts (:func:`wmrl.autoresearch.tasks.starter.infer_prediction`): a built-in metric's
-    kind and target, else what the public files and the grader's name say."""
+    kind and target, else what the public files and the grader's name say (a ``grade.py`` task's target is itself
+    inferred from them, so it is inferred again with its kind: per-class columns, a survival pair)."""
     from wmrl.autoresearch.tasks.metrics import METRICS
     from wmrl.autoresearch.tasks.starter import infer_prediction
 
     source = spec.folder
-    kind = METRICS[spec.metric].prediction if source.grade_script is None else None
-    return infer_prediction(source.public_dir, source.id_column, source.submission_columns, kind, spec.target,
+    builtin = source.grade_script is None
+    return infer_prediction(source.public_dir, source.id_column, source.submission_columns,
+                            METRICS[spec.metric].prediction if builtin else None, spec.target if builtin else (),
                             source.grader_name)
 
 

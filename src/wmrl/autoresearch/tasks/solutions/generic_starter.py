@@ -1,9 +1,10 @@
 """The generic starter (``wmrl.autoresearch.tasks.starter``): the linear baseline written from a task's public files alone.
 
-Slots: the estimator (logistic or ridge regression) and the validation score with its import, the target (with
-the rows that lack it dropped), the numeric and categorical columns (and those left out), the prediction, the
-submission's rows (its id column ``key``, its columns and the ``predictions`` frame), the stratified split when
-classifying, and the model.
+Slots: the estimator (logistic or ridge regression) and the validation score with its import, the target and the
+lines after it (a survival target's ``event`` column, the rows that lack a target dropped), the numeric and
+categorical columns (and those left out), the prediction, the submission's rows (its id column ``key``, its
+columns and the ``predictions`` frame), the stratified split (by the class, or by a survival target's event), and
+the model.
 """
 import numpy as np
 import pandas as pd
@@ -18,7 +19,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 train = pd.read_csv("public/train.csv")
 test = pd.read_csv("public/test.csv")
 sample = pd.read_csv("public/sample_submission.csv")
-target = __target__  # __dropna__
+target = __target__  # __target_lines__
 numeric = __numeric__
 categorical = __categorical__  # __dropped__
 
