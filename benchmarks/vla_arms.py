@@ -15,7 +15,9 @@ denoising only < debiasing only < both. This script measures those rows on PushT
 - **Debiasing only** / **denoising only**: ``+ configs/vla/arms/debias_only.yaml`` / ``denoise_only.yaml`` (WMRL
   without ``InverseVarianceDenoising`` / without ``OnlineDebiasing``).
 - **WMRL**: ``+ configs/vla/arms/wmrl.yaml`` (one anchor group in eight graded by sparse success; the other groups
-  by the world model, calibrated online on the anchors; anchor advantages weighted by inverse variance).
+  by the world model, calibrated online on the anchors by a map that keeps every ranking, and weighed by their
+  measured agreement with the anchors: the kit's corrections); ``wmrl_paper.yaml`` is the same arm with the paper's
+  corrections (the isotonic map on equal-width bins, the anchors' advantages weighted by inverse variance).
 - Beyond those six rows (run after them, so a sitting cut short keeps whole seeds of the six): the **uncorrected
   mixture** (``uncorrected.yaml``: WMRL's anchors without either correction, the paper's ablation baseline), **sparse
   GRPO at WMRL's real-label budget** (``sparse_budget.yaml``: one group per step, as many real-graded episodes as
@@ -38,6 +40,7 @@ measured.
     .venv312/bin/python benchmarks/vla_arms.py --jobs 4 --seeds 0 1 2   # ACT, every arm, three seeds (see RESULTS-vla.md)
     .venv312/bin/python benchmarks/vla_arms.py --jobs 2            # one seed, two runs at a time: 22 minutes on 2 idle cores
     .venv312/bin/python benchmarks/vla_arms.py --preset smolvla --jobs 2   # the tiny SmolVLA, smaller budget: 13 min
+    .venv312/bin/python benchmarks/vla_arms.py --preset corrections --jobs 2 --seeds 0 1 2   # kit vs paper, ACT
     .venv312/bin/python benchmarks/vla_arms.py --reuse --seeds 0 1 2   # finished runs are read, not rerun
     .venv312/bin/python benchmarks/vla_arms.py --trainer.max_steps=20   # wmrl fit flags go to every arm
 
@@ -70,13 +73,14 @@ from wmrl.modules.base import EVAL_FILE  # noqa: E402
 from wmrl.report import cpu_probe, find_metrics, kept_by_hand, machine  # noqa: E402
 
 ARMS = ("sft", "sparse_grpo", "raw_world_model", "debias_only", "denoise_only", "wmrl", "uncorrected", "sparse_budget",
-        "shaped_oracle")
+        "shaped_oracle", "wmrl_paper")
 RL_ARMS = ARMS[1:]
 #: the six rows of the issue's table: the paper's VLA rows plus its two single-correction ablations
 PAPER_ARMS = ("sft", "sparse_grpo", "raw_world_model", "debias_only", "denoise_only", "wmrl")
 LABELS = {"sft": "SFT only", "sparse_grpo": "GRPO, sparse success", "raw_world_model": "GRPO, raw world model",
           "debias_only": "debiasing only (anchors + debiasing)", "denoise_only": "denoising only (anchors + denoising)",
-          "wmrl": "WMRL (anchors + debiasing + denoising)",
+          "wmrl": "WMRL, the kit's corrections (anchors + strict map + fusion by agreement)",
+          "wmrl_paper": "WMRL, the paper's corrections (anchors + debiasing + denoising)",
           "uncorrected": "uncorrected mixture (anchors, no correction)",
           "sparse_budget": "GRPO, sparse success, WMRL's real-label budget",
           "shaped_oracle": "GRPO, a perfect progress model (the simulator's shaped dense reward)"}
@@ -96,6 +100,8 @@ COMPARISONS = (
     ("wmrl", "debias_only", "what denoising adds on top of debiasing"),
     ("wmrl", "denoise_only", "what debiasing adds on top of denoising"),
     ("wmrl", "sparse_budget", "WMRL against sparse GRPO with as many real-graded episodes"),
+    ("wmrl_paper", "sparse_budget", "the paper's WMRL against sparse GRPO with as many real-graded episodes"),
+    ("wmrl", "wmrl_paper", "the kit's corrections against the paper's"),
 )
 #: a seed ``k`` is ``--seed_everything=k`` (the configs interpolate it into every seed: the policy's initialisation,
 #: SFT batch order, exploration and evaluation noise, the order of training initial states, the world model's
@@ -126,7 +132,8 @@ PRESETS = {
                   "denoise_only": ("configs/vla/arms/denoise_only.yaml",),
                   "wmrl": ("configs/vla/arms/wmrl.yaml",), "uncorrected": ("configs/vla/arms/uncorrected.yaml",),
                   "sparse_budget": ("configs/vla/arms/sparse_budget.yaml",),
-                  "shaped_oracle": ("configs/vla/arms/shaped_oracle.yaml",)},
+                  "shaped_oracle": ("configs/vla/arms/shaped_oracle.yaml",),
+                  "wmrl_paper": ("configs/vla/arms/wmrl_paper.yaml",)},
         results="RESULTS-vla.md", json_name="vla-arms.json",
         note="state-based LeRobot ACT (88k parameters)",
     ),
@@ -138,6 +145,14 @@ PRESETS = {
                   "sparse_budget": ("configs/vla/arms/smolvla.yaml", "configs/vla/arms/sparse_budget.yaml")},
         results="RESULTS-vla-smolvla.md", json_name="vla-arms-smolvla.json",
         note="LeRobot SmolVLA on the tiny SmolVLM built locally (random backbone weights), a smaller budget",
+    ),
+    # the kit's corrections against the paper's on the ACT preset, and the real labels alone at WMRL's budget
+    "corrections": Preset(
+        base="configs/vla/arms/pusht.yaml",
+        overlays={"sparse_budget": ("configs/vla/arms/sparse_budget.yaml",),
+                  "wmrl_paper": ("configs/vla/arms/wmrl_paper.yaml",), "wmrl": ("configs/vla/arms/wmrl.yaml",)},
+        results="RESULTS-vla-corrections.md", json_name="vla-arms-corrections.json",
+        note="state-based LeRobot ACT (88k parameters): the kit's corrections against the paper's",
     ),
 }
 
@@ -439,7 +454,8 @@ def sft_row(runs: dict[int, dict[str, ArmRun]], sft: Evaluations, sft_noisy: Eva
 #: the corrections' state at the end of a run: the JSON key and the metric it is the last value of
 CORRECTIONS = {"anchor_pairs": "debias/pairs", "calibration_refits": "debias/refits",
                "bias_reduction": "debias/bias_reduction", "spearman_raw": "fidelity/spearman_raw",
-               "spearman_calibrated": "fidelity/spearman_calibrated", "denoise_weight": "denoise/weight"}
+               "spearman_calibrated": "fidelity/spearman_calibrated", "denoise_weight": "denoise/weight",
+               "fusion_share": "fusion/wm_share", "fusion_agreement": "fusion/agreement"}
 
 
 def costs(runs: list[ArmRun]) -> dict[str, float | None]:
@@ -592,7 +608,7 @@ def markdown(name: str, preset: Preset, summary: dict[str, dict], compared: list
         lines.append(f"- {'met' if ok else 'NOT met'}: {what}: {value}")
     lines += ["", "## The corrections at the end (mean over seeds)", "",
               "| arm | anchor pairs | calibration refits | bias reduction | Spearman raw | Spearman calibrated | "
-              "denoising weight |", "|---|---|---|---|---|---|---|"]
+              "denoising weight | fusion: world-model share (agreement) |", "|---|---|---|---|---|---|---|---|"]
 
     def cell(v):
         return "-" if v is None else f"{v:.3g}"
@@ -602,7 +618,7 @@ def markdown(name: str, preset: Preset, summary: dict[str, dict], compared: list
         c = summary[arm]["corrections"]
         lines.append(f"| {LABELS[arm]} | {cell(c['anchor_pairs'])} | {cell(c['calibration_refits'])} | "
                      f"{cell(c['bias_reduction'])} | {cell(c['spearman_raw'])} | {cell(c['spearman_calibrated'])} | "
-                     f"{cell(c['denoise_weight'])} |")
+                     f"{cell(c['denoise_weight'])} | {cell(c.get('fusion_share'))} ({cell(c.get('fusion_agreement'))}) |")
     evaluated = list(summary[rl[0]]["curve"])
     lines += ["", "## Held-out success over training (mean over seeds)", "",
               "| arm | " + " | ".join(f"step {s}" for s in evaluated) + " |", "|---" * (1 + len(evaluated)) + "|"]

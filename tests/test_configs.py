@@ -21,21 +21,25 @@ CPU_STANDINS = {"configs/autoresearch/paper_4b.yaml": _GPU_TO_CPU,
                 "configs/vla/libero_gpu.yaml": ["--trainer.accelerator=cpu"]}
 
 
-# The ablations of the paper, by configuration alone: which WMRL callbacks each config turns on.
+# The ablations of the paper, by configuration alone: which WMRL callbacks each config turns on. FULL is the paper's
+# method; KIT the kit's corrections (the strict map and VarianceFusion), which the CPU and VLA `wmrl` overlays use.
 FULL = ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"]
+KIT = ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "VarianceFusion"]
 ABLATIONS = {
     "real_grpo": [],
     "pure_world_model": ["AnchorRouting", "WorldModelReward"],
     "uncorrected": ["AnchorRouting", "WorldModelReward"],
     "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
     "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
-    "wmrl": FULL,
+    "wmrl": KIT,
+    "wmrl_paper": FULL,
     "real_grpo_equal_budget": [],  # real GRPO on as many groups a step as full WMRL executes
 }
 
 
 # The paper's VLA table (benchmarks/vla_arms.py): each arm's overlay on configs/vla/arms/pusht.yaml.
-VLA_ARMS = {"pusht": [], "smolvla": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"], "wmrl": FULL,
+VLA_ARMS = {"pusht": [], "smolvla": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"], "wmrl": KIT,
+            "wmrl_paper": FULL,
             "debias_only": ABLATIONS["debias_only"], "denoise_only": ABLATIONS["denoise_only"],
             "uncorrected": ABLATIONS["uncorrected"], "sparse_budget": [], "shaped_oracle": []}
 
@@ -45,6 +49,8 @@ def expected_callbacks(name: str) -> list[str] | None:
         return VLA_ARMS[Path(name).stem]
     if name in ("configs/autoresearch/world_models/learned.yaml", "configs/autoresearch/paper_4b_vllm.yaml"):
         return FULL
+    if name.startswith("configs/autoresearch/ablations/paper/"):  # the paper's scale and constants: its method
+        return FULL if Path(name).stem == "wmrl" else ABLATIONS[Path(name).stem]
     if name.startswith("configs/autoresearch/ablations/"):
         return ABLATIONS[Path(name).stem]
     return [] if name.startswith("configs/autoresearch/") else None
@@ -283,7 +289,7 @@ def test_the_progress_bar_says_the_step_budget():
 
 CONFIGURABLE = ["wmrl.autoresearch.grpo:GRPOModule", "wmrl.autoresearch.data:AutoResearchDataModule",
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
-                "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:RewardTerms",
+                "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:VarianceFusion", "wmrl.callbacks:RewardTerms",
                 "wmrl.autoresearch.environments.lm_world_model:LMWorldModel", "wmrl.autoresearch.environments.learned:LearnedWorldModel",
                 "wmrl.autoresearch.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
                 "wmrl.generation.vllm_world_model:VLLMWorldModelBackend", "wmrl.generation.vllm:VLLMGenerationEngine"]

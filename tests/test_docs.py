@@ -57,7 +57,7 @@ def test_the_site_builds_in_strict_mode_with_every_page(site):
 
 CONFIGURABLE = {"callbacks.html": ["wmrl.callbacks.routing:AnchorRouting", "wmrl.callbacks.world_model_reward:WorldModelReward",
                                    "wmrl.callbacks.debiasing:OnlineDebiasing", "wmrl.callbacks.denoising:InverseVarianceDenoising",
-                                   "wmrl.callbacks.reward_terms:RewardTerms"],
+                                   "wmrl.callbacks.fusion:VarianceFusion", "wmrl.callbacks.reward_terms:RewardTerms"],
                 "modules.html": ["wmrl.autoresearch.grpo:GRPOModule"],
                 "tasks.html": ["wmrl.autoresearch.data:AutoResearchDataModule"],
                 "environments.html": ["wmrl.autoresearch.environments.lm_world_model:LMWorldModel",

@@ -366,7 +366,7 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
     if wmrl:  # one anchor group executed, one served by the policy's frozen base (score mode), anchors side-graded
         assert float(step["anchor/fraction"]) == 0.5 and float(step["time/world_model"]) > 0
         assert step["debias/pairs"] != "" and step["debias/refits"] == "0.0"
-        assert step["denoise/weight"] == "1.0"  # before calibration
+        assert float(step["fusion/rho"]) == 0.0  # one anchor group of 4: no evidence of agreement yet
         assert float(step["env/seconds_saved"]) >= 0
     evaluations = [json.loads(line) for line in next(tmp_path.rglob("heldout.jsonl")).read_text().splitlines()]
     assert [e["step"] for e in evaluations] == [0, 1]  # before and after, on the folder task and the competition

@@ -22,7 +22,8 @@ sys.modules["vla_arms"] = vla_arms
 spec.loader.exec_module(vla_arms)
 
 EXPECTED = {"sparse_grpo": [], "raw_world_model": ["AnchorRouting", "WorldModelReward"],
-            "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
+            "wmrl": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "VarianceFusion"],
+            "wmrl_paper": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "InverseVarianceDenoising"],
             "debias_only": ["AnchorRouting", "WorldModelReward", "OnlineDebiasing"],
             "denoise_only": ["AnchorRouting", "WorldModelReward", "InverseVarianceDenoising"],
             "uncorrected": ["AnchorRouting", "WorldModelReward"], "sparse_budget": [], "shaped_oracle": []}
@@ -47,7 +48,8 @@ def test_every_arm_instantiates_with_its_callbacks_and_shares_the_start(preset, 
     assert str(cli.trainer.default_root_dir) == str(tmp_path / arm)
     shared = (warm_start.steps, model.hparams.lr, model.hparams.exploration_std, model.hparams.seed,
               data.train_seeds, data.heldout_seeds, data.num_demonstrations, cli.trainer.max_steps)
-    expected = {"pusht": (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 464)), 200, 150),
+    act = (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 464)), 200, 150)
+    expected = {"pusht": act, "corrections": act,  # the kit's corrections against the paper's: the ACT preset's start
                 "smolvla": (3000, 1e-4, 0.05, 0, list(range(64)), list(range(64, 264)), 200, 100)}[preset]
     assert shared == expected
     assert model.simulator.reward == ("shaped" if arm == "shaped_oracle" else "success")
@@ -120,7 +122,8 @@ def synthetic_sitting(out: Path) -> None:
     """Seed 0 (``out/seed0``): 100 held-out states; SFT succeeds on the first 30. Sparse GRPO adds 30 (states
     30-59) and loses none; the raw world model adds 10 and loses 5; WMRL adds what sparse GRPO does plus states 60-64;
     sparse GRPO at WMRL's real-label budget adds 15; the perfect progress model (the oracle's shaped reward) adds 3.
-    The ablation arms: the uncorrected mixture adds 20 (30-49), debiasing-only 25 (30-54), denoising-only 22 (30-51).
+    The ablation arms: the uncorrected mixture adds 20 (30-49), debiasing-only 25 (30-54), denoising-only 22 (30-51),
+    WMRL with the paper's corrections 23 (30-52).
     """
     out = out / "seed0"
     sft = [1.0] * 30 + [0.0] * 70
@@ -136,7 +139,8 @@ def synthetic_sitting(out: Path) -> None:
     write_run(out / "sparse_budget", {0: sft, 5: budget}, step_rows(5, 8, False), noisy={0: noisy_sft, 5: noisy_after})
     oracle = [1.0] * 33 + [0.0] * 67
     write_run(out / "shaped_oracle", {0: sft, 5: oracle}, step_rows(5, 64, False), noisy={0: noisy_sft, 5: noisy_after})
-    for arm, gained, corrections in (("uncorrected", 20, False), ("debias_only", 25, True), ("denoise_only", 22, True)):
+    for arm, gained, corrections in (("uncorrected", 20, False), ("debias_only", 25, True), ("denoise_only", 22, True),
+                                     ("wmrl_paper", 23, True)):
         final = [1.0] * (30 + gained) + [0.0] * (70 - gained)
         write_run(out / arm, {0: sft, 5: final}, step_rows(5, 8, corrections), noisy={0: noisy_sft, 5: noisy_after})
 
@@ -191,7 +195,8 @@ def test_statistics_on_synthetic_episodes(tmp_path):
     # the oracle: 27 states fewer than sparse GRPO, none more: a paired difference below 0
     oracle = summary["shaped_oracle"]["difference_to_sparse_grpo"]
     assert oracle["point"] == pytest.approx(-0.27) and oracle["high"] < 0
-    assert vla_arms.ordering(summary).startswith("WMRL (anchors + debiasing + denoising) > GRPO, sparse success > "
+    assert vla_arms.ordering(summary).startswith("WMRL, the kit's corrections (anchors + strict map + fusion by "
+                                                 "agreement) > GRPO, sparse success > "
                                                  "debiasing only")
 
 
@@ -259,7 +264,7 @@ def test_the_script_reports_finished_arms_and_keeps_the_reading(tmp_path):
     assert "| SFT only | 0.300" in text and "old tables" not in text and text.endswith("kept\n")
     assert "| SFT only | 0.400 [" in text  # the noisy evaluation's table
     assert "1 seed(s): 0." in text and "load 1.0, probe 0.50 / 0.55 s" in text  # seeds, load and speed probe recorded
-    assert "8 of 8 runs read from disk (--reuse)" in text
+    assert "9 of 9 runs read from disk (--reuse)" in text
     assert "| wmrl - raw_world_model | what the anchors and both corrections add to the raw world model | +0.300 [" in text
     assert "| - | +0.300 |" in text.split("wmrl - raw_world_model")[1].split("\n")[0]  # one seed: no spread
 

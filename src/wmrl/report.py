@@ -205,9 +205,23 @@ def plot_calibration(run: Run, ax) -> None:
 
 
 def plot_denoising(run: Run, ax) -> None:
+    """The weight between the streams: the paper's anchor weight ``w`` or, with the kit's ``VarianceFusion``, the
+    world-model rows' share of the update and their measured agreement."""
     weight = _column(run.steps, "denoise/weight")
+    share = _column(run.steps, "fusion/wm_share")
+    if weight is None and share is not None:
+        ax.plot(share.index, share, "o-", label="world-model rows' share of the update")
+        agreement = _column(run.steps, "fusion/agreement")
+        if agreement is not None:
+            ax.plot(agreement.index, agreement, "x:", color="tab:red", label="agreement with the anchors (rho)")
+        ax.set_ylim(-0.05, 1.05)
+        _step_axis(ax)
+        ax.set_ylabel("share / rho")
+        ax.legend(loc="upper left", fontsize=8)
+        return
     if weight is None:
-        _not_logged(ax, "denoise/weight (InverseVarianceDenoising not in the run)")
+        _not_logged(ax, "denoise/weight or fusion/wm_share (neither InverseVarianceDenoising nor VarianceFusion in "
+                        "the run)")
         return
     ax.plot(weight.index, weight, "o-", label="weight w on anchor advantages")
     ax.set_ylim(0.9, 4.1)

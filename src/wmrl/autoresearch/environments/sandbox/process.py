@@ -70,10 +70,10 @@ from wmrl.autoresearch.environments.sandbox.common import (
     mount_tmpfs,
     new_nonce,
     prepare_workdir,
-    write_boot_config,
     probe_disk_quota,
     remove_tree,
     unmount,
+    write_boot_config,
 )
 from wmrl.autoresearch.environments.sandbox.cpu_budget import CpuBudget
 from wmrl.autoresearch.environments.sandbox.mounts import Mount, MountPlan
