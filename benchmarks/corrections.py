@@ -14,8 +14,12 @@ a training step takes milliseconds instead of PushT's seconds, so every arm runs
 Arms (diagnostic arms, not rows of the paper's table), per world-model setting:
 
 - ``oracle``: GRPO with every group graded by the true reward (the reference the corrections try to reach).
-- ``anchors_only``: GRPO on the anchor group alone (one group per step, graded by the true reward): what the real
-  labels alone give, without any world-model group. A world model that knows nothing must not fall below it.
+- ``anchors_only``: GRPO on the anchor groups alone: the routing, anchor draws and rollouts of the world-model arms
+  (one group in eight graded by the true reward), with every world-model group's advantages set to 0 and the anchors'
+  rescaled to their own update (:class:`AnchorsAlone`): real GRPO at WMRL's executions, paired with the world-model
+  arms draw for draw. A world model that knows nothing must not fall below it.
+- ``anchors_only_separate``: the same budget drawn apart: one group per step from the data module, graded by the true
+  reward (its own contexts and noise: its difference to a world-model arm also holds the sampling's randomness).
 - ``uncorrected``: one group in eight is an anchor (true reward), the other seven get the distorted world model's
   reward as it is.
 - the paper's corrections: ``debias_only_paper`` (``OnlineDebiasing``: 10 equal-width bins, isotonic, flat ends),
@@ -69,11 +73,13 @@ from wmrl.callbacks.base import RLCallback  # noqa: E402
 from wmrl.modules.base import EVAL_FILE  # noqa: E402
 from wmrl.report import cpu_probe, kept_by_hand, machine  # noqa: E402
 
-ARMS = ("oracle", "anchors_only", "uncorrected", "debias_only_paper", "denoise_only_paper", "wmrl_paper",
+ARMS = ("oracle", "anchors_only", "anchors_only_separate", "uncorrected", "debias_only_paper", "denoise_only_paper", "wmrl_paper",
         "debias_only", "denoise_only", "wmrl")
-WORLD_MODEL_ARMS = ARMS[2:]
-SETTING_FREE = ("oracle", "anchors_only")  # no world model: one run per seed serves every setting
-LABELS = {"oracle": "every group graded by the true reward", "anchors_only": "the anchor group alone (true reward)",
+WORLD_MODEL_ARMS = ARMS[3:]
+SETTING_FREE = ("oracle", "anchors_only", "anchors_only_separate")  # no world model's reward used: one run per seed
+LABELS = {"oracle": "every group graded by the true reward",
+          "anchors_only": "the anchor groups alone (true reward; the world-model arms' draws)",
+          "anchors_only_separate": "one group a step alone (true reward; drawn apart)",
           "uncorrected": "anchors + world model, uncorrected",
           "debias_only_paper": "+ the paper's debiasing", "denoise_only_paper": "+ the paper's denoising",
           "wmrl_paper": "+ both of the paper's corrections",
@@ -165,6 +171,20 @@ class AdvantageAgreement(RLCallback):
         pl_module.log_dict(metrics, on_step=True, batch_size=len(batch))
 
 
+class AnchorsAlone(RLCallback):
+    """The anchors' own update inside a world-model arm's step: world-model rows' advantages 0, the anchors' rescaled
+    so that the loss (a mean over every row) is their mean (:func:`~wmrl.algorithms.fusion.fusion_scales` at share 0).
+    What ``VarianceFusion`` does when its share is 0, with no measurement behind it."""
+
+    def on_advantages(self, trainer, pl_module, batch) -> None:
+        from wmrl.algorithms.fusion import fusion_scales
+
+        real_scale, wm_scale = fusion_scales(float((batch.used & batch.is_real).sum()),
+                                             float((batch.used & ~batch.is_real).sum()), 0.0)
+        batch.advantages[batch.is_real] *= real_scale
+        batch.advantages[~batch.is_real] *= wm_scale
+
+
 def build(setting: str, arm: str, seed: int, budget: Budget, run_dir: Path):
     """The module, data module and callbacks of one run (every seed in them is ``seed``)."""
     from wmrl.callbacks import (
@@ -185,9 +205,12 @@ def build(setting: str, arm: str, seed: int, budget: Budget, run_dir: Path):
                            policy_instance=LinearGaussianPolicy())
     data = BanditDataModule(train_states=budget.train_states, heldout_states=budget.heldout_states,
                             first_seed=budget.first_seed, group_size=budget.group_size,
-                            groups_per_step=1 if arm == "anchors_only" else budget.groups,
+                            groups_per_step=1 if arm == "anchors_only_separate" else budget.groups,
                             steps_per_epoch=max(budget.steps // 2, 1), seed=seed)
     callbacks: list = []
+    if arm == "anchors_only":  # the world-model arms' routing and rollouts; the world model's groups weigh nothing
+        callbacks += [AnchorRouting(fraction=0.1, floor=1, selection="random", seed=seed),
+                      WorldModelReward(DistortedOracle(bandit, seed=seed), side_grade=False), AnchorsAlone()]
     if arm in WORLD_MODEL_ARMS:
         world_model = DistortedOracle(bandit, **SETTINGS[setting], seed=seed)
         # the VLA arms' constants (configs/vla/arms/wmrl.yaml): one anchor group in eight, calibration and
