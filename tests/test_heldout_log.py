@@ -89,3 +89,40 @@ def test_a_gaussian_policy_gives_its_nll_and_kl_from_one_forward_pass():
     torch.testing.assert_close(nll, chunk_nll(chunk, obs["x"][:, :2], 0.5))  # the executed prefix only
     torch.testing.assert_close(kl, gaussian_kl(obs["x"][:, :2], obs["x"][:, :2] + 1.0, 0.5))
     assert float(gaussian_rl_loss(mean_chunk, obs, chunk, 0.5, None)[1]) == 0.0  # no reference: no KL
+
+
+def test_the_final_policy_is_evaluated_when_no_evaluation_followed_the_last_step(tmp_path):
+    """A fit whose last step ends no epoch (or that resumed at max_steps) still ends with its final policy scored,
+    once; a fit that did not score its start has no gain to measure and is left alone."""
+    from wmrl.evaluation.heldout import HeldOutLog
+    from wmrl.evaluation.report import held_out_report
+
+    summary = {"score": 0.5, "mean_position": 0.5, "valid_rate": 1.0, "best_of_k": 0.5}
+    log = HeldOutLog(held_out_report)
+    log.keep(_module(tmp_path, step=0)[0], "heldout", summary, {}, paired={"a": [0.5]})
+    module, logged = _module(tmp_path, step=3)
+
+    def evaluate():
+        log.keep(module, "heldout", summary, {}, paired={"a": [0.5]})
+        return {"score": 0.5}
+
+    log.at_end(module, evaluate)
+    log.at_end(module, evaluate)  # the last evaluation is of step 3 now
+    assert [label for label, _ in log.history] == ["start", "step 3"] and logged == [({"heldout/score": 0.5}, 3)]
+    assert "gain over the start: no change" in log.report()
+    unstarted = HeldOutLog(held_out_report)
+    unstarted.at_end(module, evaluate)
+    assert unstarted.history == []
+
+
+def test_the_log_travels_in_a_checkpoint_loaded_with_weights_only(tmp_path):
+    """A resumed fit pairs its end with the start its checkpoint holds (a ``weights_only`` load, as Lightning's)."""
+    from wmrl.evaluation.heldout import HeldOutLog
+    from wmrl.evaluation.report import held_out_report
+
+    log = HeldOutLog(held_out_report)
+    log.keep(_module(tmp_path, step=0)[0], "heldout", {"score": 0.25, "missing": 1}, {}, paired={"a": [0.25, None]})
+    torch.save({"wmrl_heldout": log.state_dict()}, tmp_path / "c.ckpt")
+    resumed = HeldOutLog(held_out_report)
+    resumed.load_state_dict(torch.load(tmp_path / "c.ckpt", weights_only=True)["wmrl_heldout"])
+    assert resumed.history == log.history and resumed.paired == log.paired

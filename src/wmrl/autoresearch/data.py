@@ -17,15 +17,19 @@ from wmrl.autoresearch.tasks.suite import TaskSuite
 
 
 class _Steps(IterableDataset):
-    def __init__(self, tasks: list[str], groups: int, seed: int, start: int, stop: int) -> None:
-        self.tasks, self.groups, self.seed, self.start, self.stop = tasks, groups, seed, start, stop
+    """The steps ``start .. stop - 1`` of an epoch that began at step ``first``. Its length is the whole epoch's:
+    a fit resumed inside an epoch counts the steps it ran before (Lightning's restored progress), so the epoch,
+    and the held-out evaluation at its end, end where an uninterrupted fit's do."""
+
+    def __init__(self, tasks: list[str], groups: int, seed: int, first: int, start: int, stop: int) -> None:
+        self.tasks, self.groups, self.seed, self.first, self.start, self.stop = tasks, groups, seed, first, start, stop
 
     def __iter__(self):
         for step in range(self.start, self.stop):
             yield tasks_for_step(self.tasks, self.groups, self.seed, step)
 
     def __len__(self) -> int:
-        return self.stop - self.start
+        return self.stop - self.first
 
 
 class _Eval(Dataset):
@@ -132,8 +136,8 @@ class AutoResearchDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
         start = trainer.global_step if trainer is not None else 0
-        epoch_end = (start // self.steps_per_epoch + 1) * self.steps_per_epoch
-        dataset = _Steps(self.train_tasks, self.groups_per_step, self.seed, start, epoch_end)
+        first = start // self.steps_per_epoch * self.steps_per_epoch
+        dataset = _Steps(self.train_tasks, self.groups_per_step, self.seed, first, start, first + self.steps_per_epoch)
         return DataLoader(dataset, batch_size=None, num_workers=0)
 
     def val_dataloader(self) -> DataLoader:

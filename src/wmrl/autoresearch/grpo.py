@@ -24,6 +24,7 @@ import time
 from typing import Any, Literal
 
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.grpo import aggregation_normaliser
@@ -41,6 +42,7 @@ from wmrl.autoresearch.grpo_loss import micro_batch_loss, micro_batches
 from wmrl.autoresearch.grpo_metrics import rollout_metrics, training_row
 from wmrl.evaluation import mean_summary, sample_record, task_line, task_summary, write_samples
 from wmrl.evaluation.heldout import run_dir
+from wmrl.evaluation.records import unused_folder
 from wmrl.evaluation.report import training_report
 from wmrl.models import LoraSettings, is_peft_model
 from wmrl.modules.base import RLModule
@@ -51,6 +53,7 @@ from wmrl.types import RolloutBatch, RolloutPlan, ShowsStarter
 log = logging.getLogger(__name__)
 
 SAMPLES_DIR = "samples"  # under the run dir: each held-out sample's script and outcome, per evaluation
+TRAIN_HISTORY_KEY = "wmrl_train_history"  # the checkpoint's training curve (per step: reward, valid rate, ...)
 
 LossAggregation = Literal["token_mean", "seq_mean_token_mean", "dr_grpo"]
 
@@ -154,6 +157,9 @@ class GRPOModule(RLModule):
             raise ValueError(f"model.init_args.engine {type(self.engine).__name__} does not run under FSDP (the "
                              "LoRA adapter it syncs is sharded there): use the DDP strategy "
                              "(configs/strategy/ddp.yaml) or the transformers engine (engine: null)")
+        if self.no_step_left:  # resumed at max_steps: no training loop follows, so the final evaluation is now
+            rank_zero_info(f"the checkpoint is at step {self.trained_steps}, trainer.max_steps: nothing left to train")
+            self.heldout.at_end(self, self._evaluate_now)
 
     # -- the method (the step itself is RLModule.training_step) -----------------------------------------
     def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
@@ -287,10 +293,18 @@ class GRPOModule(RLModule):
         self._log_eval("test")
 
     def on_train_start(self) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is not None:
-            self.heldout.at_start(self, lambda: self._keep("heldout", self._held_out(
-                datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000)))
+        if getattr(self.trainer, "datamodule", None) is not None:
+            self.heldout.at_start(self, self._evaluate_now)
+
+    def on_train_end(self) -> None:
+        if getattr(self.trainer, "datamodule", None) is not None:
+            self.heldout.at_end(self, self._evaluate_now)
+
+    def _evaluate_now(self) -> dict[str, float]:
+        """The held-out evaluation of the current policy outside Lightning's validation (the start, the end),
+        with the validation's tasks, samples and seed; kept, and its summary returned."""
+        datamodule = self.trainer.datamodule
+        return self._keep("heldout", self._held_out(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000))
 
     def fit_reports(self) -> list[str]:
         return [training_report(self.train_history) if self.train_history else "", self.heldout.report()]
@@ -311,19 +325,31 @@ class GRPOModule(RLModule):
     def _keep(self, split: str, results: list[dict]) -> dict[str, float]:
         """Keep one evaluation (:class:`~wmrl.evaluation.heldout.HeldOutLog`: the per-sample positions in
         ``heldout.jsonl``, paired by task for the end-of-fit gain) and write each sample's script and outcome under
-        ``<run dir>/samples/<split>_step<N>/<task>/`` (:func:`wmrl.evaluation.write_samples`); returns the summary."""
+        ``<run dir>/samples/<name>_step<N>/<task>/`` (:func:`wmrl.evaluation.write_samples`; ``<name>`` is
+        ``heldout`` in a fit, ``validate`` under ``wmrl validate``, ``test`` under ``wmrl test``); a folder an earlier
+        evaluation wrote is kept and this one gets the next free name (``heldout_step3-2``). Returns the summary."""
         summary = mean_summary(results)
         line = {"tasks": [{k: v for k, v in r.items() if k != "samples"} for r in results]}
         self.heldout.keep(self, split, summary, line, paired={r["task_id"]: list(r["positions"]) for r in results})
         log.info("held-out at step %d: %s", self.trained_steps, summary)
         root = run_dir(self.trainer)
         if root is not None:
-            folder = write_samples(root / SAMPLES_DIR / f"{split}_step{self.trained_steps}",
+            name = f"{'validate' if self.trainer.state.fn == TrainerFn.VALIDATING else split}_step{self.trained_steps}"
+            folder = write_samples(unused_folder(root / SAMPLES_DIR / name),
                                    {r["task_id"]: r["samples"] for r in results if "samples" in r})
             rank_zero_info(f"held-out samples (scripts and outcomes): {folder}")
         return summary
 
     # -- checkpoints -----------------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        """The trainable parameters only, the held-out evaluations so far (:class:`RLModule`) and the training
+        curve: a resumed fit ends with the report an uninterrupted one prints."""
+        super().on_save_checkpoint(checkpoint)
         trainable = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+        checkpoint[TRAIN_HISTORY_KEY] = list(self.train_history)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        if TRAIN_HISTORY_KEY in checkpoint and self.resuming_fit():
+            self.train_history = list(checkpoint[TRAIN_HISTORY_KEY])

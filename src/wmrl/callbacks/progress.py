@@ -87,6 +87,9 @@ class PlainProgress(ProgressBar):
     def on_test_end(self, trainer, pl_module) -> None:
         self._show_new_evaluations(pl_module)
 
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._show_new_evaluations(pl_module)  # the final policy's, when the module scored it after the last step
+
     def _show_new_evaluations(self, pl_module) -> None:
         if not isinstance(pl_module, EvaluationHistory) or not pl_module.trainer.is_global_zero:
             return

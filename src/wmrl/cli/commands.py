@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wmrl.autoresearch.environments.quoting import printable
-from wmrl.cli.quick_help import LIGHTNING_COMMANDS
+from wmrl.cli.quick_help import INTERRUPTED, LIGHTNING_COMMANDS
 
 # Tables stay readable when piped or logged (rich assumes 80 columns without a terminal).
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -35,6 +35,10 @@ out = Console(width=None if sys.stdout.isatty() else 140)
 
 class CliError(Exception):
     """A user error: printed without a traceback, exit code 2."""
+
+
+class CommandInterrupted(KeyboardInterrupt):
+    """Ctrl+C, with what the command kept (printed in one line, exit :data:`INTERRUPTED`)."""
 
 
 def _progress() -> Progress:
@@ -458,10 +462,16 @@ def cmd_evaluate(args) -> None:
     console.print(f"{len(policies)} polic{'y' if len(policies) == 1 else 'ies'} x {len(task_ids)} task(s) x "
                   f"{args.samples} sample(s), seed {args.seed}, real execution ({sandbox.name} sandbox); "
                   f"samples and evaluation.json in {out_dir}", markup=False, highlight=False)
-    with _progress() as progress:
-        report = compare(policies, task_ids, args.samples, env, out_dir, seed=args.seed,
-                         progress=_EvaluationProgress(progress, args.samples))
-    env.close()
+    try:
+        with _progress() as progress:
+            report = compare(policies, task_ids, args.samples, env, out_dir, seed=args.seed,
+                             progress=_EvaluationProgress(progress, args.samples))
+    except KeyboardInterrupt:
+        done = sorted(p.name for p in out_dir.iterdir() if p.is_dir()) if out_dir.is_dir() else []
+        kept = f"; the samples of {', '.join(done)} are in {out_dir}" if done else ""
+        raise CommandInterrupted(f"wmrl evaluate stopped before it finished: no evaluation.json{kept}") from None
+    finally:
+        env.close()
     if args.json:
         out.print_json(json.dumps(report))
         return
@@ -658,6 +668,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args.fn(args)
+    except KeyboardInterrupt as exc:  # Ctrl+C: one line, no traceback
+        said = str(exc) or f"wmrl {args.command} stopped before it finished"
+        console.print(Text(f"interrupted: {said}"), highlight=False)
+        return INTERRUPTED
     except (CliError, UnknownTaskError, TaskCacheError, ValueError, KeyError, FileNotFoundError) as exc:
         # The message can quote what the user typed (a path with brackets): shown as text, never as markup.
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)  # KeyError quotes its str

@@ -20,6 +20,9 @@ CLASSES = (("model", "wmrl.autoresearch.grpo", "GRPOModule"),
            ("data", "wmrl.autoresearch.data", "AutoResearchDataModule"))
 #: the subcommands that LightningCLI runs (:mod:`wmrl.cli.trainer`); the others are wmrl's own (:mod:`wmrl.cli.commands`)
 LIGHTNING_COMMANDS = ("fit", "validate", "test")
+#: the exit status of a ``wmrl`` command stopped by Ctrl+C (128 + SIGINT, as a shell reports one); here, beside the
+#: subcommand names, because both the Lightning subcommands and wmrl's own use it and this module imports nothing
+INTERRUPTED = 130
 WHAT = {"fit": "train (and evaluate on the held-out tasks at each epoch end)",
         "validate": "evaluate a policy on the held-out tasks, with real execution",
         "test": "evaluate a policy on the held-out tasks, with real execution (the test split's name)"}

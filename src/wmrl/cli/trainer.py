@@ -13,6 +13,8 @@
   :meth:`wmrl.modules.base.RLModule.save_settings`), which replaces the config's model settings, so a checkpoint
   is resumed or evaluated as it was trained; each setting it changes is named on stderr
   (:func:`checkpoint_notes`).
+- Ctrl+C during ``wmrl fit`` keeps the last finished step's checkpoint and prints the command that resumes it
+  (:class:`~wmrl.cli.interrupt.InterruptCheckpoint`); every interrupted command exits 130, without a traceback.
 - A run never replaces another run's saved ``config.yaml`` unless ``--overwrite_config true`` asks
   (:class:`SaveRunConfig`); with the default loggers each run saves into a new ``tensorboard/version_<n>``, so
   only a run without loggers (``--trainer.logger false``) into the same run dir meets the refusal.
@@ -42,6 +44,7 @@ import wmrl.autoresearch.data
 import wmrl.autoresearch.grpo
 import wmrl.vla.data.lerobot
 import wmrl.vla.grpo  # noqa: F401
+from wmrl.cli.interrupt import INTERRUPTED, InterruptCheckpoint, Interrupted
 from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
 TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors
@@ -165,6 +168,7 @@ class WMRLCli(LightningCLI):
     :func:`wmrl.cli.commands.lightning_cli`). Subclass it to add arguments or links of your own."""
 
     def __init__(self, args: list[str] | None = None, run: bool = True, **kwargs: Any) -> None:
+        self._command = list(args) if isinstance(args, list | tuple) else sys.argv[1:]  # for the resume command
         # configs write ${trainer.default_root_dir}; under `wmrl fit` the config root is `fit`, so absolute
         # interpolation paths are read relative to it
         set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -200,12 +204,28 @@ class WMRLCli(LightningCLI):
             kwargs["logger"] = default_loggers(root)
         listed = config.get("callbacks") or []
         listed = list(listed) if isinstance(listed, list | tuple) else [listed]
+        checkpointing = config.get("enable_checkpointing") is not False
         kwargs["callbacks"] = listed + default_callbacks(
-            listed, root, checkpointing=config.get("enable_checkpointing") is not False,
-            progress_bar=config.get("enable_progress_bar") is not False)
+            listed, root, checkpointing=checkpointing, progress_bar=config.get("enable_progress_bar") is not False)
+        if self.subcommand == "fit":
+            kwargs["callbacks"].append(InterruptCheckpoint(self._command, os.path.join(root, "checkpoints"),
+                                                           checkpointing=checkpointing))
         if _THREADS is not None:  # once the config has built: a configuration error stays a few lines
             sys.stderr.write(_THREADS.line() + "\n")
         return super().instantiate_trainer(**kwargs)
+
+    def fit(self, **kwargs: Any) -> None:
+        """``trainer.fit``; after Ctrl+C (Lightning's shutdown exits 1; :class:`InterruptCheckpoint` has said what
+        is kept) it raises :class:`Interrupted`."""
+        _interruptible(self.trainer, self.trainer.fit, kwargs, "")
+
+    def validate(self, **kwargs: Any) -> None:
+        _interruptible(self.trainer, self.trainer.validate, kwargs,
+                       "interrupted: wmrl validate stopped before it finished (it saves no checkpoint)")
+
+    def test(self, **kwargs: Any) -> None:
+        _interruptible(self.trainer, self.trainer.test, kwargs,
+                       "interrupted: wmrl test stopped before it finished (it saves no checkpoint)")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
@@ -227,6 +247,18 @@ class WMRLCli(LightningCLI):
         except Exception as exc:
             exc.wmrl_config = self.config.get(self.subcommand) if self.subcommand else self.config  # type: ignore[attr-defined]
             raise
+
+
+def _interruptible(trainer: pl.Trainer, run: Any, kwargs: dict[str, Any], said: str) -> None:
+    """``run(**kwargs)``, raising :class:`Interrupted` (after ``said``) where Ctrl+C ended it."""
+    try:
+        run(**kwargs)
+    except SystemExit as exc:
+        if exc.code != 1 or not trainer.interrupted:  # Lightning's exit after a KeyboardInterrupt, and only it
+            raise
+        if said and trainer.is_global_zero:
+            sys.stderr.write(said + "\n")
+        raise Interrupted from None
 
 
 def checkpoint_notes(before: Any, after: Any, shown: int = 4) -> list[str]:
@@ -399,6 +431,11 @@ def run(argv: list[str] | None) -> int:
     except RunConfigExists as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except Interrupted:  # what was kept is said
+        return INTERRUPTED
+    except KeyboardInterrupt:  # before the trainer ran: reading the config, loading the model
+        sys.stderr.write("interrupted while reading the config or loading the model: nothing was saved\n")
+        return INTERRUPTED
     except Exception as exc:
         lines = None if os.environ.get(TRACEBACK_ENV) else config_error(exc)
         if lines is None:

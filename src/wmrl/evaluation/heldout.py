@@ -10,7 +10,11 @@ here once:
 - one line per evaluation in ``<run dir>/heldout.jsonl`` (:data:`EVAL_FILE`): ``{"split", "step", ...}`` with the
   per-sample or per-episode values, since paired confidence intervals (``benchmarks/``) need samples, not means;
   only a logging run has a run dir, and only rank 0 writes;
-- the evaluation of the starting policy, logged as ``heldout/<key>`` at step 0;
+- the evaluation of the starting policy, logged as ``heldout/<key>`` at step 0, and of the final policy when no
+  evaluation followed the fit's last step (:meth:`HeldOutLog.at_end`), so that every fit that scored its start
+  ends with the paired gain of its final policy;
+- its state in the module's checkpoints (:meth:`HeldOutLog.state_dict`): a resumed fit pairs its end with the
+  start evaluation of the run it continues, never with a new sampling;
 - the end-of-fit report (:mod:`wmrl.evaluation.report`), on rank 0.
 
 The domain says how to evaluate and what a summary holds; this class says where it goes.
@@ -22,6 +26,8 @@ import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from lightning.pytorch.utilities import rank_zero_info
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -84,10 +90,35 @@ class HeldOutLog:
         fresh fit; ``evaluate`` keeps it and returns the values logged as ``heldout/<key>`` at step 0."""
         if not module.hparams.eval_at_start or module.global_step > 0:
             return
-        metrics = evaluate()
-        for logger in module.loggers:
-            logger.log_metrics({f"heldout/{k}": v for k, v in metrics.items() if v is not None}, step=0)
+        _log(module, evaluate(), step=0)
+
+    def at_end(self, module: pl.LightningModule, evaluate: Callable[[], Mapping[str, float]]) -> None:
+        """The final policy's evaluation, when the fit scored its start and its last evaluation came before its
+        last step: ``trainer.max_steps`` inside an epoch (validation runs at epoch ends), or a fit resumed from a
+        checkpoint of its last step (an interrupt during the final evaluation) that has no step left to run.
+        ``evaluate`` keeps it and returns the values logged as ``heldout/<key>`` at the final step."""
+        step = module.trained_steps
+        if not self.history or self.history[0][0] != "start" or self.history[-1][0] == when(step):
+            return
+        rank_zero_info(f"held-out evaluation of the final policy (step {step}), for the paired gain: the latest "
+                       f"evaluation was at {self.history[-1][0]}")
+        _log(module, evaluate(), step=step)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The evaluations so far, as plain data for a checkpoint (loadable with ``weights_only``)."""
+        return {"history": [[label, summary] for label, summary in self.history], "paired": list(self.paired)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a checkpoint's evaluations (a resumed fit): its start is the paired gain's reference."""
+        self.history = [(label, summary) for label, summary in state["history"]]
+        self.paired = [dict(values) for values in state["paired"]]
 
     def report(self) -> str:
         """The end-of-fit text ("" when nothing was evaluated)."""
         return self._report(self.history, self.paired) if self.history else ""
+
+
+def _log(module: pl.LightningModule, metrics: Mapping[str, float | None], step: int) -> None:
+    """``heldout/<key>`` for an evaluation outside Lightning's validation (which logs its own)."""
+    for logger in module.loggers:
+        logger.log_metrics({f"heldout/{k}": v for k, v in metrics.items() if v is not None}, step=step)

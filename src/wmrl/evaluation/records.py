@@ -1,6 +1,7 @@
 """Held-out evaluation records: each sample's script and outcome on disk, per-task summaries, paired comparisons.
 
-Shared by the fit's own held-out evaluation (``GRPOModule``: ``<run dir>/samples/<split>_step<N>/``) and by
+Shared by the fit's own held-out evaluation (``GRPOModule``: ``<run dir>/samples/heldout_step<N>/``, and
+``validate_step<N>/`` or ``test_step<N>/`` under ``wmrl validate|test``) and by
 ``wmrl evaluate`` (:mod:`wmrl.cli.evaluate`, one folder per policy), so a user can read what the policy wrote, not only its mean.
 
 A task's summary over its ``K`` samples (the numbers ``GRPOModule`` logs):
@@ -125,6 +126,24 @@ def write_samples(directory: str | Path, samples: Mapping[str, Sequence[Mapping[
             (folder / f"{k}.json").write_text(json.dumps(record, indent=1) + "\n")
             (folder / f"{k}.py").write_text(_shown_script(record))
     return root
+
+
+def unused_folder(directory: str | Path) -> Path:
+    """``directory`` when nothing is there yet, else the first free ``<directory>-2``, ``-3``...: an evaluation
+    never writes into the samples of an earlier one (a resumed fit's final evaluation, a second ``wmrl validate``).
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / "heldout_step3").mkdir()
+    >>> unused_folder(root / "heldout_step3").name, unused_folder(root / "heldout_step4").name
+    ('heldout_step3-2', 'heldout_step4')
+    """
+    path = Path(directory)
+    n = 2
+    while path.exists():
+        path = Path(f"{directory}-{n}")
+        n += 1
+    return path
 
 
 def _shown_script(record: Mapping[str, Any]) -> str:

@@ -9,7 +9,8 @@ a training curve). The skeleton owns what must not differ between them: the hook
 (``time/*``, reset before the plan hook so a routing callback's :meth:`add_time` counts), the rollout seed with
 its rank term (every DDP rank plays different noise; :func:`rollout_seed`), the missing-reward check (a
 step where every rollout is missing says so; two in a row stop training), and the record of its held-out
-evaluations (:class:`~wmrl.evaluation.heldout.HeldOutLog`: ``heldout.jsonl``, the end-of-fit report).
+evaluations (:class:`~wmrl.evaluation.heldout.HeldOutLog`: ``heldout.jsonl``, the end-of-fit report), which a
+checkpoint carries (a resumed fit pairs its final evaluation with the start of the run it continues).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.grpo import group_advantages
 from wmrl.callbacks.base import claim_saved_states, dispatch
@@ -40,6 +43,8 @@ __all__ = ["EVAL_FILE", "RLModule", "rollout_seed"]
 warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
 
 RANK_STRIDE = 100_003  # a prime: rank r's seeds never meet rank r+1's within 100k steps
+#: the checkpoint key of the module's held-out evaluations (:meth:`HeldOutLog.state_dict`)
+HELDOUT_KEY = "wmrl_heldout"
 
 
 def rollout_seed(seed: int, step: int, rank: int) -> int:
@@ -122,13 +127,37 @@ class RLModule(pl.LightningModule):
         only for a fit)."""
         return self.global_step or self._checkpoint_step
 
+    @property
+    def no_step_left(self) -> bool:
+        """Whether this fit resumed from a checkpoint at (or past) ``trainer.max_steps``: Lightning then runs no
+        training loop at all (no ``on_train_start``, no validation), so the module's ``on_fit_start`` is the one
+        place to evaluate the final policy."""
+        max_steps = self.trainer.max_steps
+        return max_steps is not None and 0 < max_steps <= self._checkpoint_step
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[HELDOUT_KEY] = self.heldout.state_dict()
+
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._checkpoint_step = int(checkpoint.get("global_step", 0))
+        if self.resuming_fit() and HELDOUT_KEY in checkpoint:  # validate|test keep only their own evaluation
+            self.heldout.load_state_dict(checkpoint[HELDOUT_KEY])
+            if self.heldout.history:
+                rank_zero_info("held-out evaluations of the run this fit continues (from its checkpoint): "
+                               + ", ".join(label for label, _ in self.heldout.history))
         try:
             callbacks = self.trainer.callbacks
         except RuntimeError:  # ``load_from_checkpoint``: no trainer, no callbacks to restore
             return
         claim_saved_states(checkpoint.get("callbacks") or {}, callbacks)  # before Lightning restores them
+
+    def resuming_fit(self) -> bool:
+        """Whether the checkpoint being loaded continues a fit (``wmrl fit --ckpt_path``), not ``validate|test``
+        or ``load_from_checkpoint``: only a resumed fit takes the run's history (evaluations, training curve)."""
+        try:
+            return self.trainer.state.fn == TrainerFn.FITTING
+        except RuntimeError:  # not attached to a trainer
+            return False
 
     def add_environment(self, name: str, environment: Any) -> None:
         """Register an environment that rollout plans may route groups to (e.g. ``"world_model"``)."""

@@ -171,7 +171,9 @@ class VLAGRPOModule(RLModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """The KL reference (the policy after SFT) travels with the checkpoint, so a resumed run continues the
-        same objective instead of anchoring the KL to the resumed policy."""
+        same objective instead of anchoring the KL to the resumed policy; so do the held-out evaluations
+        (:class:`RLModule`)."""
+        super().on_save_checkpoint(checkpoint)
         if self._reference:
             checkpoint["wmrl_vla_reference"] = self._reference[0].state_dict()
 
