@@ -183,3 +183,21 @@ def test_a_truncated_checkpoint_is_named_before_anything_loads(tmp_path, command
     lines = run.stderr.strip().splitlines()
     assert lines[0].startswith(f"error: --ckpt_path {cut}: not a readable checkpoint") and len(lines) == 2
     assert main([command, "-c", QUICKSTART, "--ckpt_path", str(tmp_path / "nope.ckpt")]) == 2
+
+
+def test_an_unknown_task_is_named_before_the_model_loads(tmp_path):
+    """LightningCLI builds the model before the data module; wmrl checks the data module's task ids first, so a
+    misspelt task is named (with a did-you-mean) before any model is loaded: here the model cannot load at all (a
+    path that does not exist, which the model's build would report first), and the error is the task's."""
+    code = ("import sys\nfrom wmrl.cli import main\n"
+            f"code = main(['fit', '-c', {QUICKSTART!r}, '--model.init_args.model', {str(tmp_path / 'no-model')!r}, "
+            "'--data.init_args.tasks', '[smoke_irs]', '--trainer.default_root_dir', "
+            f"{str(tmp_path / 'run')!r}])\n"
+            "print(code)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.stdout.split() == ["2"], run.stdout + run.stderr
+    assert "no-model" not in run.stderr
+    lines = run.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("error:"))
+    assert lines[first] == "error: data: invalid AutoResearchDataModule configuration:", run.stderr
+    assert "unknown task 'smoke_irs'. Did you mean 'smoke_iris'" in lines[first + 1], run.stderr

@@ -27,6 +27,7 @@ Importing this module imports Lightning; :mod:`wmrl.cli.commands` imports it onl
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import re
 import sys
@@ -242,11 +243,34 @@ class WMRLCli(LightningCLI):
             sys.stderr.write("\n".join(notes) + "\n")
 
     def instantiate_classes(self) -> None:
+        section = self.config.get(self.subcommand) if self.subcommand else self.config
         try:
+            check_data_first(section.get("data"))
             super().instantiate_classes()
         except Exception as exc:
-            exc.wmrl_config = self.config.get(self.subcommand) if self.subcommand else self.config  # type: ignore[attr-defined]
+            exc.wmrl_config = section  # type: ignore[attr-defined]
             raise
+
+
+def check_data_first(data: Any) -> None:
+    """Build the configured data module once before anything else, so that its own configuration check (task ids,
+    task folders: milliseconds) is reported before the model loads (LightningCLI builds the model first: a misspelt
+    task id took the model's load time to show). Only that check's ``ValueError`` is raised here; a data module whose
+    arguments are classes of their own, or that fails otherwise, is left to the real build, which reports it."""
+    if not isinstance(getattr(data, "class_path", None), str):
+        return
+    init = data.get("init_args")
+    kwargs = init.as_dict() if isinstance(init, Namespace) else {}
+    if any(isinstance(value, dict) and "class_path" in value for value in kwargs.values()):
+        return
+    module, _, name = data.class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+        cls(**kwargs)
+    except ValueError:
+        raise
+    except Exception:  # noqa: BLE001 - not the module's configuration check: the real build reports it
+        return
 
 
 def _interruptible(trainer: pl.Trainer, run: Any, kwargs: dict[str, Any], said: str) -> None:
