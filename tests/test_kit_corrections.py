@@ -142,3 +142,15 @@ def test_the_paper_variant_keeps_its_state_key_and_the_method_is_checked():
         OnlineDebiasing(method="isotonic")
     with pytest.raises(ValueError, match="half_life must be > 0"):
         VarianceFusion(half_life=0)
+
+
+def test_the_end_of_fit_line_says_when_the_world_model_ranks_against_reality():
+    fusion = VarianceFusion()
+    assert "no anchor group was measured" in fusion.summary()
+    rng = np.random.default_rng(5)
+    _observe(fusion.estimate, rng, lambda r, g: 1 - r, 6)
+    assert "agreement with the anchors -1.00 over 6 anchor groups" in fusion.summary()
+    assert fusion.summary().endswith("(it ranks rollouts at chance or against reality: its rows carried no weight)")
+    exact = VarianceFusion()
+    _observe(exact.estimate, rng, lambda r, g: r, 6)
+    assert exact.summary().endswith("its rows' weight at the end 1.00")

@@ -85,6 +85,22 @@ class VarianceFusion(RLCallback):
             "fusion/dof": self.estimate.dof,
         }, on_step=True, batch_size=len(batch))
 
+    def summary(self) -> str:
+        """One line for the end of a fit: the measured agreement and what it made of the world model's rows."""
+        estimate = self.estimate
+        if not estimate.groups:
+            return "VarianceFusion: no anchor group was measured; the world model's rows carried no weight"
+        rho, share = estimate.agreement, estimate.share()
+        line = (f"VarianceFusion: the world model's agreement with the anchors {rho:+.2f} over {estimate.groups} "
+                f"anchor groups; its rows' weight at the end {share:.2f}")
+        if not rho > 0:
+            return line + " (it ranks rollouts at chance or against reality: its rows carried no weight)"
+        return line + (" (not yet shown to agree: no weight)" if share == 0 else "")
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.is_global_zero:
+            print(self.summary(), flush=True)
+
     @property
     def state_key(self) -> str:
         return self._generate_state_key(half_life=self.estimate.half_life, z=self.estimate.z)
