@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for process in neighbours:
             process.kill()
+            process.wait()  # reaped: no zombie left behind
     arms = {}
     for arm in ("default", "wmrl"):
         mine = [r for r in runs if r["arm"] == arm]

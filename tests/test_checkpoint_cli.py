@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import signal
@@ -176,8 +177,10 @@ def wmrl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 def interrupted(pattern: str, *args: str, delay: float = 0.5, timeout: float = 600) -> tuple[int, str]:
     """``wmrl ARGS`` sent SIGINT (Ctrl+C) ``delay`` seconds after ``pattern`` appears in its output; its exit status
     and its output (stdout and stderr)."""
+    # unbuffered: the pattern reaches this test when it is printed, not when a pipe buffer fills (on a loaded machine
+    # a buffered line arrived after the work it announced had finished, and the signal came too late to interrupt it)
     process = subprocess.Popen([sys.executable, "-m", "wmrl.cli", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     guard = threading.Timer(timeout, process.kill)
     guard.start()
     lines = []

@@ -202,7 +202,7 @@ def check_fsdp_overlay(config: Path, args: list[str]) -> None:
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("--data.init_args.group_size=1", "linked from data.group_size"),
+        ("--data.init_args.group_size=1", "data.group_size must be >= 2"),  # the data module, checked first
         ("--model.init_args.clip_eps=-0.2", "model.init_args.clip_eps must be > 0"),
         ("--data.init_args.split=nonexistent", "unknown split 'nonexistent'"),
         ("--model.init_args.not_a_key=3", "not_a_key"),

@@ -257,7 +257,7 @@ def check_data_first(data: Any) -> None:
     task folders: milliseconds) is reported before the model loads (LightningCLI builds the model first: a misspelt
     task id took the model's load time to show). Only that check's ``ValueError`` is raised here; a data module whose
     arguments are classes of their own, or that fails otherwise, is left to the real build, which reports it."""
-    if not isinstance(getattr(data, "class_path", None), str):
+    if not (isinstance(data, Namespace) and isinstance(data.get("class_path"), str)):
         return
     init = data.get("init_args")
     kwargs = init.as_dict() if isinstance(init, Namespace) else {}
