@@ -179,8 +179,12 @@ def interrupted(pattern: str, *args: str, delay: float = 0.5, timeout: float = 6
     and its output (stdout and stderr)."""
     # unbuffered: the pattern reaches this test when it is printed, not when a pipe buffer fills (on a loaded machine
     # a buffered line arrived after the work it announced had finished, and the signal came too late to interrupt it)
+    # and SIGINT at its default in the child: a shell without job control starts background commands (a CI lane,
+    # `nohup ... &`) with SIGINT ignored, the child would inherit that and Python would then never raise
+    # KeyboardInterrupt
     process = subprocess.Popen([sys.executable, "-m", "wmrl.cli", *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                               stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     guard = threading.Timer(timeout, process.kill)
     guard.start()
     lines = []
