@@ -93,3 +93,23 @@ def test_the_page_renders_in_headless_chromium(run_dir, tmp_path):
     image = Image.open(shot).convert("RGB")
     assert image.size == (1400, 2000)
     assert len(set(image.resize((140, 200)).getdata())) > 50  # figures on the page, not a blank screen
+
+
+def test_a_run_with_the_kits_fusion_draws_its_share(tmp_path):
+    """With VarianceFusion in place of InverseVarianceDenoising the weight panel draws the world-model rows' share
+    and the measured agreement (it said "not logged" before)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from wmrl.report import Run, plot_denoising
+
+    steps = pd.DataFrame({"fusion/wm_share": [0.0, 0.4, 0.8], "fusion/agreement": [0.2, 0.9, 0.95]}, index=[1, 2, 3])
+    run = Run(root=tmp_path, steps=steps, evals=pd.DataFrame())
+    figure, ax = plt.subplots()
+    plot_denoising(run, ax)
+    assert [line.get_label() for line in ax.get_lines()] == ["world-model rows' share of the update",
+                                                            "agreement with the anchors (rho)"]
+    assert list(ax.get_lines()[0].get_ydata()) == [0.0, 0.4, 0.8]
+    plt.close(figure)
