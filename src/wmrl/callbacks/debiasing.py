@@ -221,8 +221,9 @@ class OnlineDebiasing(RLCallback):
         )[anchor]
         rows = gather_rows(trainer, local)  # every rank: the same pairs, in rank order
         keys = (self.steps * 1_000_000 + rows[:, 3] * 1_000 + rows[:, 2]).long().tolist()  # unique group key
-        # the anchors as the map saw them before their own pairs (out of sample): what the fusion measures
-        before = torch.as_tensor(self.calibration(batch.wm_rewards[anchor].numpy()), dtype=batch.rewards.dtype)
+        # strict: the anchors as the map saw them before their own pairs (out of sample), what the fusion measures
+        before = (torch.as_tensor(self.calibration(batch.wm_rewards[anchor].numpy()), dtype=batch.rewards.dtype)
+                  if self.method == "strict" else None)
         refitted = self.push(rows[:, 0].tolist(), rows[:, 1].tolist(), keys)
         # only a run that logs has a run dir to report on; without a logger (logger=False) default_root_dir
         # is the working directory, which must not collect stray files

@@ -266,8 +266,11 @@ def check_data_first(data: Any) -> None:
     module, _, name = data.class_path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module), name)
+    except Exception:  # noqa: BLE001 - a class path that does not import: the real build reports it
+        return
+    try:
         cls(**kwargs)
-    except ValueError:
+    except ValueError:  # the module's own configuration check
         raise
     except Exception:  # noqa: BLE001 - not the module's configuration check: the real build reports it
         return
