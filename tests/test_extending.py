@@ -55,6 +55,18 @@ def test_its_overlays_instantiate_on_the_quickstart(user_dir, overlay, expected)
         assert type(wm).__name__ == "ImportCheckWorldModel"
 
 
+def test_an_overlay_appends_its_callback_after_a_wmrl_configs_own_and_keys_its_state_by_its_settings(user_dir):
+    from my_callbacks import ClipRewards
+
+    cli = lightning_cli(["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),
+                         "-c", str(ROOT / "configs/autoresearch/ablations/cpu/wmrl.yaml"), "-c", "clip.yaml",
+                         "--trainer.default_root_dir", str(user_dir / "run")], run=False)
+    names = [type(c).__name__ for c in cli.trainer.callbacks if isinstance(c, RLCallback)]
+    assert names == ["AnchorRouting", "WorldModelReward", "OnlineDebiasing", "VarianceFusion", "ClipRewards"]
+    keys = {ClipRewards(0.1, 0.9).state_key, ClipRewards(0.2, 0.8).state_key, ClipRewards(0.1, 0.9).state_key}
+    assert len(keys) == 2 and all("ClipRewards" in key for key in keys)
+
+
 class Snapshot(RLCallback):
     def __init__(self) -> None:
         self.rewards: list[torch.Tensor] = []
