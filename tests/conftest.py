@@ -75,6 +75,28 @@ def no_leaked_task_sources(monkeypatch):
     monkeypatch.delenv(registry.ENV_VAR, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def no_shared_mlflow_stores():
+    """MLflow keeps one store per tracking URI for the process; configs/loggers/mlflow.yaml's ``sqlite:///mlflow.db``
+    is relative to the working directory, a new temp folder in each test, so each test opens its own."""
+    import sys
+
+    yield
+    if "mlflow.store.tracking.sqlalchemy_store" in sys.modules:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+        from mlflow.tracking._model_registry.registry import ModelRegistryStoreRegistry
+        from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
+
+        TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
+        ModelRegistryStoreRegistry._get_store_with_resolved_uri.cache_clear()
+        from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore as RegistryStore
+
+        for store in (SqlAlchemyStore, RegistryStore):
+            for engine in store._engine_map.values():
+                engine.dispose()
+            store._engine_map.clear()
+
+
 @pytest.fixture(scope="session")
 def tiny_suite(tmp_path_factory):
     """Two small tasks built into a temp cache, with hand-set leaderboards (no reference runs needed)."""

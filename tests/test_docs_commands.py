@@ -5,6 +5,7 @@ commands, in a fresh copy of the repository), with this environment's ``wmrl`` o
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import re
@@ -96,6 +97,23 @@ def test_the_training_and_report_guides(user_dir):
     out = report.stderr  # what it read and wrote are messages (stderr), as every command's
     assert (user_dir / "runs/quickstart/report/index.html").is_file()
     assert "csv/version_0/metrics.csv" in out and "csv/version_1" not in out  # the fit's log; validate's left out
+
+
+@pytest.mark.slow
+@NEEDS_MODEL
+@pytest.mark.skipif(importlib.util.find_spec("mlflow") is None,
+                    reason="no mlflow package (the mlflow extra: pip install -c constraints.txt -e '.[mlflow]')")
+def test_the_training_guides_mlflow_command(user_dir):
+    """The training guide's MLflow command: the run is in the experiment ``wmrl`` of ``mlflow.db`` in the working
+    directory, with the kit's metrics (read back with MLflow's client), and its CSV log beside it."""
+    from mlflow.tracking import MlflowClient
+
+    run_block(docs_block("docs/guides/training.md", "training-mlflow"), user_dir)
+    client = MlflowClient(tracking_uri=f"sqlite:///{user_dir / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("wmrl").experiment_id])
+    assert run.info.status == "FINISHED" and run.data.params["max_new_tokens"] == "160"
+    assert {"time/generate", "rollout/response_tokens", "anchor/executions", "heldout/score"} <= set(run.data.metrics)
+    assert (user_dir / "runs/quickstart/csv/version_0/metrics.csv").is_file()
 
 
 def _shape(line: str) -> str:

@@ -18,6 +18,8 @@
 - A run never replaces another run's saved ``config.yaml`` unless ``--overwrite_config true`` asks
   (:class:`SaveRunConfig`); with the default loggers each run saves into a new ``tensorboard/version_<n>``, so
   only a run without loggers (``--trainer.logger false``) into the same run dir meets the refusal.
+- Loggers a config names (``trainer.logger``: MLflow, W&B, ...) log beside a CSV logger under the run dir, which
+  ``wmrl report`` reads (:func:`with_csv_logger`); TensorBoard is then left out.
 - wmrl's module and data classes are imported with this module, so ``--model.help GRPOModule`` and
   ``--data.help AutoResearchDataModule`` find them by their short names.
 
@@ -201,8 +203,11 @@ class WMRLCli(LightningCLI):
         section = self.config_init.get(self.subcommand) if self.subcommand else self.config_init
         config = {**(section.get("trainer") or {}), **kwargs}
         root = config.get("default_root_dir") or os.getcwd()
-        if config.get("logger") in (None, True):
+        logger = config.get("logger")
+        if logger in (None, True):
             kwargs["logger"] = default_loggers(root)
+        elif logger is not False:
+            kwargs["logger"] = with_csv_logger(logger, root)
         listed = config.get("callbacks") or []
         listed = list(listed) if isinstance(listed, list | tuple) else [listed]
         checkpointing = config.get("enable_checkpointing") is not False
@@ -328,6 +333,19 @@ def default_loggers(root: str) -> list:
 
     return [TensorBoardLogger(save_dir=root, name="tensorboard"),
             CSVLogger(save_dir=root, name="csv", flush_logs_every_n_steps=1)]
+
+
+def with_csv_logger(logger: Any, root: str) -> list:
+    """The loggers a config names (MLflow, W&B, ...), after the CSV logger under the run dir that ``wmrl report``,
+    a resumed fit's table and the benchmarks read, unless the config names a CSV logger itself. The CSV logger goes
+    first: the run's ``config.yaml`` is saved in the first logger's folder, a new ``csv/version_<n>`` per run (a
+    tracker whose store is a server or a database has no folder of its own)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    named = list(logger) if isinstance(logger, list | tuple) else [logger]
+    if any(isinstance(one, CSVLogger) for one in named):
+        return named
+    return [CSVLogger(save_dir=root, name="csv", flush_logs_every_n_steps=1), *named]
 
 
 def default_callbacks(listed: list, root: str, checkpointing: bool = True, progress_bar: bool = True) -> list:
