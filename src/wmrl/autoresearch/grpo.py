@@ -42,7 +42,7 @@ from wmrl.autoresearch.grpo_loss import micro_batch_loss, micro_batches
 from wmrl.autoresearch.grpo_metrics import rollout_metrics, training_row
 from wmrl.evaluation import mean_summary, sample_record, task_line, task_summary, write_samples
 from wmrl.evaluation.heldout import run_dir
-from wmrl.evaluation.records import unused_folder
+from wmrl.evaluation.records import EVAL_SEED, unused_folder
 from wmrl.evaluation.report import training_report
 from wmrl.models import LoraSettings, is_peft_model
 from wmrl.modules.base import RLModule
@@ -266,7 +266,7 @@ class GRPOModule(RLModule):
         samples = {k for _, k in items}
         if len(samples) != 1:
             raise ValueError(f"one evaluation batch needs one sample count per task (got {sorted(samples)})")
-        self._eval_results.extend(self._held_out([t for t, _ in items], samples.pop(), seed=10_000 + batch_idx))
+        self._eval_results.extend(self._held_out([t for t, _ in items], samples.pop(), seed=EVAL_SEED + batch_idx))
 
     def _held_out(self, task_ids: list[str], samples: int, seed: int) -> list[dict]:
         """:meth:`evaluate`, saying what it does meanwhile: one batched rollout shows as a single progress step
@@ -304,7 +304,7 @@ class GRPOModule(RLModule):
         """The held-out evaluation of the current policy outside Lightning's validation (the start, the end),
         with the validation's tasks, samples and seed; kept, and its summary returned."""
         datamodule = self.trainer.datamodule
-        return self._keep("heldout", self._held_out(datamodule.eval_task_ids, datamodule.eval_samples, seed=10_000))
+        return self._keep("heldout", self._held_out(datamodule.eval_task_ids, datamodule.eval_samples, seed=EVAL_SEED))
 
     def fit_reports(self) -> list[str]:
         return [training_report(self.train_history) if self.train_history else "", self.heldout.report()]

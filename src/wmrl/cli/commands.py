@@ -27,6 +27,7 @@ from rich.text import Text
 
 from wmrl.autoresearch.environments.quoting import printable
 from wmrl.cli.quick_help import INTERRUPTED, LIGHTNING_COMMANDS
+from wmrl.evaluation.records import EVAL_SEED
 
 # Tables stay readable when piped or logged (rich assumes 80 columns without a terminal).
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -601,8 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=("train", "heldout", "smoke"), default=None, help="every task of a split "
                    "(default: heldout)")
     p.add_argument("--samples", type=int, default=4, help="samples per task, K (default 4)")
-    p.add_argument("--seed", type=int, default=10_000, help="the sampling seed, shared by every policy (default "
-                   "10000: the fit's held-out evaluation seed)")
+    p.add_argument("--seed", type=int, default=EVAL_SEED, help="the sampling seed, shared by every policy (default "
+                   f"{EVAL_SEED}: the fit's held-out evaluation seed)")
     p.add_argument("--out", default=None, help="output dir (default runs/evaluate/<time>)")
     p.add_argument("--model", default=None, help="the base model when no checkpoint says it")
     p.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the "

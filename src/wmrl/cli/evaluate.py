@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from wmrl.evaluation import mean_summary, paired_differences, write_samples
+from wmrl.evaluation.records import EVAL_SEED
 from wmrl.types import Outcome, Source, StepRequest
 
-#: the fit's held-out evaluation seed (``GRPOModule.validation_step`` and ``eval_at_start``): with it, a checkpoint
-#: evaluated here on the fit's tasks (same order) and K samples gives exactly the fit's own numbers
-EVAL_SEED = 10_000
 #: the ``GRPOModule`` settings that decide how a policy samples, read from a checkpoint's hyperparameters
 SAMPLING_SETTINGS = ("model", "lora", "dtype", "max_turns", "max_new_tokens", "observation_tokens",
                      "eval_temperature", "top_p", "prefill", "generation_batch_size", "overlap")

@@ -30,6 +30,10 @@ from typing import Any
 
 from wmrl.types import Status, Trajectory
 
+#: the held-out evaluation's sampling seed (a fit's start and every validation, ``wmrl validate|test``, and
+#: ``wmrl evaluate``'s default): a checkpoint evaluated on the fit's tasks (same order) and samples gives exactly
+#: the fit's own numbers
+EVAL_SEED = 10_000
 #: the summary keys of one task (and, averaged over tasks, of one evaluation)
 SUMMARY_KEYS = ("valid_rate", "mean_position", "best_of_k", "score")
 
