@@ -9,8 +9,8 @@ Within a hook, callbacks run in the order of ``trainer.callbacks``. Callbacks ta
 
 A callback with state (``state_dict`` / ``load_state_dict``) keeps it in checkpoints under its ``state_key``: its
 class and settings, so two instances with different settings do not overwrite each other. :func:`claim_saved_states`
-lets a lone callback of a class take the state its class saved under another key (a checkpoint written before the
-keys named the settings, or a run resumed with the settings changed), as it did when states were keyed by class.
+lets a lone callback of a class take the state its class saved under another key (the class name alone, or other
+settings: a run resumed with its settings changed).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def claim_saved_states(states: dict, callbacks: Sequence[Callback]) -> None:
     ``"callbacks"``), before Lightning restores each callback from ``states[callback.state_key]``.
 
     Only :class:`RLCallback` s, and only when the run holds one callback of that class and the checkpoint one
-    unclaimed state of it (saved under the class name alone, before the keys named the settings, or under other
-    settings): then there is no doubt whose state it is. Two instances of a class keep to their own keys.
+    unclaimed state of it (saved under the class name alone or under other settings): then there is no doubt whose
+    state it is. Two instances of a class keep to their own keys.
     """
     by_class: dict[str, list[Callback]] = {}
     for callback in callbacks:

@@ -29,8 +29,8 @@ Edge cases, each with a warning that says why:
   data support. ``debias/map_flat`` reports it every step.
 - **Non-finite pairs** (NaN / inf from a broken grader or world model) are dropped at the door, counted
   (``dropped_nonfinite``, logged as ``debias/dropped_nonfinite``, kept in the checkpoint) and warned about;
-  raising would kill the run for one bad pair, keeping them would make every later refit raise. Checkpoints
-  written before this guard may hold such pairs: ``load_state_dict`` drops (and counts) them too.
+  raising would kill the run for one bad pair, keeping them would make every later refit raise. A checkpoint
+  that holds such pairs has them dropped (and counted) by ``load_state_dict`` too.
 
 Logged: ``debias/pairs``, ``debias/refits``, ``debias/bias_reduction``, ``debias/rank_corr``,
 ``debias/map_flat``, ``debias/dropped_nonfinite``, ``reward/world_model_calibrated_mean``,
@@ -281,7 +281,7 @@ class OnlineDebiasing(RLCallback):
         pairs = [tuple(p) for p in state_dict["pairs"]]
         finite = finite_pairs([p[0] for p in pairs], [p[1] for p in pairs]).tolist() if pairs else []
         kept = [p for p, ok in zip(pairs, finite, strict=True) if ok]
-        # checkpoints written before ``dropped_nonfinite`` existed may hold NaN pairs (every refit would raise)
+        # a checkpoint's non-finite pairs would make every refit raise: dropped and counted, as at the door
         self.dropped_nonfinite = int(state_dict.get("dropped_nonfinite", 0)) + len(pairs) - len(kept)
         if len(kept) < len(pairs):
             log.warning(

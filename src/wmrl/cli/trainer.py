@@ -5,7 +5,7 @@
   ``WMRL_TRACEBACK=1`` shows the full traceback instead (:func:`config_error`).
 - A command-line mistake prints the parser's message, a did-you-mean for an unknown key, and where the keys are
   listed, not the ~50 lines of usage (:class:`WMRLArgumentParser`). Abbreviated keys are refused
-  (``--trainer.max_st 7`` used to set ``max_steps`` silently).
+  (argparse would read ``--trainer.max_st 7`` as ``max_steps``, silently).
 - ``--optimizer`` / ``--lr_scheduler`` are not options: wmrl's modules configure their own optimizer
   (``model.init_args.lr`` and ``weight_decay``) and step it by hand, so a scheduler would be silently ignored.
 - ``predict`` is not a subcommand: the RL modules have no predict step.

@@ -254,7 +254,7 @@ def heavy_starter(spec: TaskSpec, columns: dict[str, str]) -> str:
 #: minutes; every executed script pays it (it sits before the ``model =`` line, in the prefilled head), whatever model
 #: the policy then writes, so execution weighs what it does in AutoResearch work (measured on one core: 56 s on
 #: ``digits_recognition``, 124 s on ``airport_state``, both valid). It is for policies that can continue it: the
-#: 135M CPU default, prefilled with this head, hit the token limit in 80-90% of its turns (2026-12-02), so the
+#: 135M CPU default, prefilled with this head, hit the token limit in 80-90% of its turns (measured), so the
 #: ``cpu-heavy`` benchmark shows ``heavy_boosting`` instead. Not a leaderboard reference.
 STACKING_STARTER = "heavy_stacking"
 _STACKING_PARAMS = "max_iter=1000, learning_rate=0.05, max_leaf_nodes=31, early_stopping=False, random_state=0"
