@@ -124,6 +124,41 @@ def test_the_fusion_callback_silences_a_chance_world_model_and_keeps_an_exact_on
         assert module.logged["fusion/wm_share"] == pytest.approx(4 * fusion.share / (4 + 4 * fusion.share))
 
 
+def test_the_world_models_own_variance_moves_weight_between_its_rows_not_to_its_stream():
+    """With ``per_sample_variance`` the world-model rows it predicts surely weigh more, the stream's total stays the
+    measured share's; without a variance (or the option) every row weighs alike."""
+    import dataclasses
+
+    from wmrl.algorithms.fusion import certainty_weights
+
+    real = [0.1, 0.4, 0.6, 0.9]
+    variances = [0.01, 0.01, 0.09, 0.09]
+    runs = {}
+    for option in (False, True):
+        fusion, module = VarianceFusion(per_sample_variance=option), LoggingModule()
+        for _ in range(3):
+            batch = make_batch(real + [0.5] * 4, real + [0.2, 0.4, 0.6, 0.8], [0] * 4 + [1] * 4,
+                               [True] * 4 + [False] * 4)
+            rows = list(batch.trajectories)
+            for i, v in zip(range(4, 8), variances, strict=True):  # the world model's own uncertainty of each row
+                turn = rows[i].turns[0]
+                rows[i] = dataclasses.replace(rows[i], turns=(dataclasses.replace(
+                    turn, outcome=dataclasses.replace(turn.outcome, variance=v)),))
+            batch = dataclasses.replace(batch, trajectories=tuple(rows))
+            batch.used.fill_(True)
+            batch.advantages.copy_(torch.tensor([-1.0, -0.5, 0.5, 1.0] * 2))
+            fusion.on_advantages(None, module, batch)
+        runs[option] = (fusion, batch.advantages.clone())
+    (plain, alike), (weighted, by_variance) = runs[False], runs[True]
+    assert plain.share == weighted.share > 0.9
+    assert torch.equal(alike[:4], by_variance[:4])  # the anchors as before
+    expected = alike[4:] * torch.as_tensor(certainty_weights(variances), dtype=alike.dtype)
+    assert by_variance[4:].tolist() == pytest.approx(expected.tolist())
+    assert abs(by_variance[4]) > abs(alike[4]) and abs(by_variance[7]) < abs(alike[7])
+    assert certainty_weights(variances).mean() == pytest.approx(1.0)  # the stream's total weight is unchanged
+    assert plain.state_key != weighted.state_key
+
+
 def test_the_strict_debiasing_hands_the_fusion_out_of_sample_anchors():
     debias = OnlineDebiasing(min_pairs=4, refit_every=4, method="strict")
     wm, real = [0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.6, 0.95]

@@ -111,6 +111,29 @@ class AgreementEstimate:
         self.dof, self.groups = float(state["dof"]), int(state["groups"])
 
 
+def certainty_weights(variances) -> np.ndarray:
+    """Each world-model row's weight relative to its stream, from the world model's own predicted variance:
+    ``1 / (v + tau)`` normalised to mean 1 over the rows that report a variance (``tau`` their median, so that one
+    near-zero variance cannot take the step; a weight is then at most 4), and 1 for a row without one (NaN).
+    The stream's total weight, ``share x rows``, is left as the measured agreement set it: the world model's own
+    uncertainty only moves weight between its rows, towards the predictions it is surer of.
+
+    >>> certainty_weights([0.01, 0.01, 0.09, float("nan")]).round(3).tolist()
+    [1.364, 1.364, 0.273, 1.0]
+    >>> certainty_weights([0.04, 0.04]).tolist()  # equal variances: every row alike
+    [1.0, 1.0]
+    """
+    v = np.asarray(variances, dtype=np.float64)
+    weights = np.ones_like(v)
+    known = np.isfinite(v) & (v >= 0)
+    if known.sum() < 2:
+        return weights
+    tau = max(float(np.median(v[known])), 1e-12)
+    inverse = 1.0 / (v[known] + tau)
+    weights[known] = inverse / inverse.mean()
+    return weights
+
+
 def fusion_scales(real_rows: int, wm_rows: int, share: float) -> tuple[float, float]:
     """The factors for anchor and world-model advantages: ``g = (g_E + share g_WM) / (|E| + share |WM|)`` where the
     loss averages over all ``real_rows + wm_rows`` rows.

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from wmrl.algorithms.fusion import HALF_LIFE, AgreementEstimate, Z, fusion_scales
+from wmrl.algorithms.fusion import HALF_LIFE, AgreementEstimate, Z, certainty_weights, fusion_scales
 from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
 
 if TYPE_CHECKING:
@@ -40,10 +40,16 @@ class VarianceFusion(RLCallback):
     Args:
         half_life: in anchor groups: how fast old agreement is forgotten (the world model and the policy change).
         z: the one-sided confidence of the lower bound used as the share (1.645: 95%); 0 uses the point estimate.
+        per_sample_variance: also weigh each world-model row by the world model's own predicted variance of its
+            reward (``Outcome.variance`` of the trajectory's best turn), relative to the step's other world-model
+            rows (:func:`~wmrl.algorithms.fusion.certainty_weights`): the stream's total share stays the measured
+            agreement's, the rows it predicts surely get more of it. Rows without a variance (the VLA world models
+            give none) weigh alike.
     """
 
-    def __init__(self, half_life: float = HALF_LIFE, z: float = Z) -> None:
+    def __init__(self, half_life: float = HALF_LIFE, z: float = Z, per_sample_variance: bool = False) -> None:
         self.estimate = AgreementEstimate(half_life=half_life, z=z)  # checks its settings
+        self.per_sample_variance = per_sample_variance
 
     @property
     def share(self) -> float:
@@ -76,7 +82,7 @@ class VarianceFusion(RLCallback):
         real_rows, wm_rows = float(counts[0]), float(counts[1])
         real_scale, wm_scale = fusion_scales(real_rows, wm_rows, rho)
         batch.advantages[batch.is_real] *= real_scale
-        batch.advantages[~batch.is_real] *= wm_scale
+        batch.advantages[~batch.is_real] *= wm_scale * self.row_weights(batch)
         effective = real_rows + rho * wm_rows
         pl_module.log_dict({
             "fusion/wm_share": rho * wm_rows / effective if effective > 0 else 0.0,
@@ -84,6 +90,17 @@ class VarianceFusion(RLCallback):
             "fusion/agreement": self.estimate.agreement if self.estimate.groups else math.nan,
             "fusion/dof": self.estimate.dof,
         }, on_step=True, batch_size=len(batch))
+
+    def row_weights(self, batch: RolloutBatch) -> torch.Tensor:
+        """The world-model rows' weights within their stream (1 each unless ``per_sample_variance``)."""
+        rows = (~batch.is_real).nonzero().flatten().tolist()
+        if not self.per_sample_variance:
+            return torch.ones(len(rows), dtype=batch.advantages.dtype)
+        variances = []
+        for i in rows:
+            best = batch.trajectories[i].best if batch.used[i] else None
+            variances.append(math.nan if best is None or best.variance is None else best.variance)
+        return torch.as_tensor(certainty_weights(variances), dtype=batch.advantages.dtype)
 
     def summary(self) -> str:
         """One line for the end of a fit: the measured agreement and what it made of the world model's rows."""
@@ -103,6 +120,9 @@ class VarianceFusion(RLCallback):
 
     @property
     def state_key(self) -> str:
+        if self.per_sample_variance:
+            return self._generate_state_key(half_life=self.estimate.half_life, z=self.estimate.z,
+                                            per_sample_variance=True)
         return self._generate_state_key(half_life=self.estimate.half_life, z=self.estimate.z)
 
     def state_dict(self) -> dict:
