@@ -82,7 +82,9 @@ class VarianceFusion(RLCallback):
         real_rows, wm_rows = float(counts[0]), float(counts[1])
         real_scale, wm_scale = fusion_scales(real_rows, wm_rows, rho)
         batch.advantages[batch.is_real] *= real_scale
-        batch.advantages[~batch.is_real] *= wm_scale * self.row_weights(batch)
+        batch.advantages[~batch.is_real] *= wm_scale
+        if self.per_sample_variance:
+            batch.advantages[~batch.is_real] *= self.row_weights(batch)
         effective = real_rows + rho * wm_rows
         pl_module.log_dict({
             "fusion/wm_share": rho * wm_rows / effective if effective > 0 else 0.0,
@@ -92,10 +94,8 @@ class VarianceFusion(RLCallback):
         }, on_step=True, batch_size=len(batch))
 
     def row_weights(self, batch: RolloutBatch) -> torch.Tensor:
-        """The world-model rows' weights within their stream (1 each unless ``per_sample_variance``)."""
+        """The world-model rows' weights within their stream, from the world model's own variances."""
         rows = (~batch.is_real).nonzero().flatten().tolist()
-        if not self.per_sample_variance:
-            return torch.ones(len(rows), dtype=batch.advantages.dtype)
         variances = []
         for i in rows:
             best = batch.trajectories[i].best if batch.used[i] else None

@@ -329,23 +329,30 @@ def _plain_value(value: Any) -> Any:
 def default_loggers(root: str) -> list:
     """TensorBoard and CSV under the run dir (``<root>/tensorboard``, ``<root>/csv``: what ``wmrl report`` and
     ``benchmarks/speedup.py`` read), for a config that names no logger (``trainer.logger: false`` turns them off)."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    from lightning.pytorch.loggers import TensorBoardLogger
 
-    return [TensorBoardLogger(save_dir=root, name="tensorboard"),
-            CSVLogger(save_dir=root, name="csv", flush_logs_every_n_steps=1)]
+    return [TensorBoardLogger(save_dir=root, name="tensorboard"), run_csv_logger(root)]
+
+
+def run_csv_logger(root: str):
+    """The CSV logger under the run dir (``<root>/csv/version_<n>/metrics.csv``) that ``wmrl report``, a resumed
+    fit's table and the benchmarks read."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    return CSVLogger(save_dir=root, name="csv", flush_logs_every_n_steps=1)
 
 
 def with_csv_logger(logger: Any, root: str) -> list:
-    """The loggers a config names (MLflow, W&B, ...), after the CSV logger under the run dir that ``wmrl report``,
-    a resumed fit's table and the benchmarks read, unless the config names a CSV logger itself. The CSV logger goes
-    first: the run's ``config.yaml`` is saved in the first logger's folder, a new ``csv/version_<n>`` per run (a
-    tracker whose store is a server or a database has no folder of its own)."""
+    """The loggers a config names (MLflow, W&B, ...), after the run's CSV logger (:func:`run_csv_logger`) unless the
+    config names a CSV logger itself. The CSV logger goes first: the run's ``config.yaml`` is saved in the first
+    logger's folder, a new ``csv/version_<n>`` per run (a tracker whose store is a server or a database has no folder
+    of its own)."""
     from lightning.pytorch.loggers import CSVLogger
 
     named = list(logger) if isinstance(logger, list | tuple) else [logger]
     if any(isinstance(one, CSVLogger) for one in named):
         return named
-    return [CSVLogger(save_dir=root, name="csv", flush_logs_every_n_steps=1), *named]
+    return [run_csv_logger(root), *named]
 
 
 def default_callbacks(listed: list, root: str, checkpointing: bool = True, progress_bar: bool = True) -> list:
