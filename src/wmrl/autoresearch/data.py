@@ -119,7 +119,7 @@ class AutoResearchDataModule(pl.LightningDataModule):
             problems.append(f"data: {exc}")
             train, evals = [], []
         if not problems and not train:
-            problems.append(f"data.split {split!r} has no tasks; choose train, heldout or smoke, or list data.tasks")
+            problems.append(f"data.split {split!r} has no tasks; choose train, heldout, smoke or world_model, or list data.tasks")
         if not problems and not evals:
             problems.append(f"data.eval_split {eval_split!r} has no tasks; list data.eval_tasks")
         if problems:

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wmrl.autoresearch.environments.quoting import printable
+from wmrl.autoresearch.tasks.spec import SPLITS
 from wmrl.cli.quick_help import INTERRUPTED, LIGHTNING_COMMANDS
 from wmrl.evaluation.records import EVAL_SEED
 
@@ -543,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   f"`wmrl {name} --help` lists every key")
     tasks = sub.add_parser("tasks", help="the AutoResearch task suite").add_subparsers(dest="action", required=True)
     p = tasks.add_parser("list", help="list tasks")
-    p.add_argument("--split", choices=("train", "heldout", "smoke"))
+    p.add_argument("--split", choices=SPLITS)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_tasks_list)
     p = tasks.add_parser("add", help="register task folders (or MLE-bench competitions) in the cache dir")
@@ -551,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a task folder, a folder of them, or (with --mlebench-data) an MLE-bench competitions folder")
     p.add_argument("--mlebench-data", default=None, metavar="DATA_DIR",
                    help="MLE-bench's data dir: DIR is then a competitions folder (or one competition)")
-    p.add_argument("--split", choices=("train", "heldout", "smoke"), default=None,
+    p.add_argument("--split", choices=SPLITS, default=None,
                    help="the competitions' split (default heldout)")
     p.add_argument("--time-budget", type=float, default=None, help="the competitions' budget per run (default 600 s)")
     p.set_defaults(fn=cmd_tasks_add)
@@ -566,7 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
                             ("check", cmd_tasks_check, "run reference solutions, compare with recorded scores")):
         p = tasks.add_parser(name, help=help_)
         p.add_argument("ids", nargs="*")
-        p.add_argument("--split", choices=("train", "heldout", "smoke"))
+        p.add_argument("--split", choices=SPLITS)
         if name == "build":
             p.add_argument("--rebuild", action="store_true", help="rebuild even if the cache verifies")
             p.add_argument("--record", action="store_true",
@@ -586,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("leak-scan", help="search every file a sandboxed script can read for the tasks' answers")
     p.add_argument("ids", nargs="*", help="tasks to scan for (default: every task, built-in and registered)")
-    p.add_argument("--split", choices=("train", "heldout", "smoke"))
+    p.add_argument("--split", choices=SPLITS)
     p.add_argument("--report", default=None, metavar="PATH", help="write the full report (every file) as JSON")
     p.add_argument("--root", action="append", metavar="DIR",
                    help="search only under DIR, as the sandbox shows it (repeatable; default: /)")
@@ -599,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks", nargs="+", default=None, metavar="ID",
                    help="task ids (built-in, registered folders and competitions); in the fit's eval_tasks order to "
                         "reproduce its numbers")
-    p.add_argument("--split", choices=("train", "heldout", "smoke"), default=None, help="every task of a split "
+    p.add_argument("--split", choices=SPLITS, default=None, help="every task of a split "
                    "(default: heldout)")
     p.add_argument("--samples", type=int, default=4, help="samples per task, K (default 4)")
     p.add_argument("--seed", type=int, default=EVAL_SEED, help="the sampling seed, shared by every policy (default "

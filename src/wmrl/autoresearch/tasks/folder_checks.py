@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from wmrl.autoresearch.tasks.build import sha256_file
-from wmrl.autoresearch.tasks.spec import TaskSpec
+from wmrl.autoresearch.tasks.spec import SPLITS, TaskSpec
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-SPLITS = ("train", "heldout", "smoke")
 # (type, prediction kind) a built-in metric implies for the card
 _TYPES = {"label": "multiclass", "probability": "binary", "real": "regression", "positive": "count",
           "risk": "survival"}

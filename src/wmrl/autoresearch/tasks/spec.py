@@ -11,7 +11,9 @@ if TYPE_CHECKING:
 
     from wmrl.autoresearch.tasks.folder_source import FolderSource
 
-Split = Literal["train", "heldout", "smoke"]
+Split = Literal["train", "heldout", "smoke", "world_model"]
+#: every split, in the order listings show them
+SPLITS: tuple[Split, ...] = ("train", "heldout", "smoke", "world_model")
 TaskType = Literal["binary", "multiclass", "regression", "count", "forecast", "survival", "ordinal", "custom"]
 PredictionKind = Literal["label", "probability", "real", "positive", "risk"]
 
@@ -22,7 +24,8 @@ class TaskSpec:
 
     Attributes:
         id: unique, lowercase, ``[a-z0-9_]``.
-        split: ``train`` (RL and world-model calibration), ``heldout`` (evaluation only), ``smoke``.
+        split: ``train`` (RL and world-model calibration), ``heldout`` (evaluation only), ``smoke``, or
+            ``world_model`` (executed only to pretrain world models: never trained on by RL, never evaluated).
         package / loader / version: where the data come from (``version`` is the pinned package version).
         type: task type; ``survival`` (and ``ordinal`` if present) appear in held-out tasks only.
         target: target column(s) in ``answers.csv`` (survival: ``("time", "event")``).

@@ -29,14 +29,13 @@ from wmrl.autoresearch.tasks.build import (
     materialise,
     verify,
 )
-from wmrl.autoresearch.tasks.spec import TaskSpec
+from wmrl.autoresearch.tasks.spec import SPLITS, TaskSpec
 from wmrl.paths import cache_dir as cache_root
 
 log = logging.getLogger(__name__)
 
 LOCK_PATH = Path(__file__).with_name("suite.lock.json")
 USER_LOCK = "registry/lock.json"  # under the cache dir: the recorded leaderboards of folder tasks
-SPLITS = ("train", "heldout", "smoke")
 
 
 class UnknownTaskError(KeyError):
