@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -102,7 +103,9 @@ def cmd_tasks_list(args) -> None:
         out.print_json(json.dumps([{"id": s.id, "split": s.split, "type": s.type, "metric": s.metric,
                                      "source": _source(s), "heavy": s.heavy} for s in specs]))
         return
-    table = Table(title=f"{len(specs)} tasks")
+    counts = Counter(s.split for s in specs)
+    by_split = ", ".join(f"{counts[name]} {name}" for name in SPLITS if counts[name])
+    table = Table(title=f"{len(specs)} tasks" + (f": {by_split}" if len(counts) > 1 else ""))
     for col in ("id", "split", "type", "metric", "source", "budget", "heavy", "recorded"):
         table.add_column(col)
     for s in specs:
