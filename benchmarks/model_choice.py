@@ -9,6 +9,12 @@ has something to learn. Run it on the train split to choose tasks and settings (
 ``benchmarks/speedup.py``); a held-out run only says how much room its tasks leave, after the choice.
 
     python benchmarks/model_choice.py --split train --out benchmarks/results/model-choice-train.json
+
+``--executions PATH`` also writes every execution as an execution-log record (task, script, outcome: the JSONL that
+``LearnedWorldModel(warm_start=...)``, ``TaskAwareWorldModel`` and ``benchmarks/pretrain_world_model.py`` read).
+On the ``world_model`` split that log is what a world model is pretrained on (its executions and seconds are the
+pretraining's cost); on the train and held-out splits it is what ``benchmarks/world_model_fidelity.py --menu``
+measures a world model against on tasks it never saw.
 """
 
 from __future__ import annotations
@@ -40,7 +46,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", default="train")
     parser.add_argument("--tasks", nargs="*", help="task ids (override --split)")
     parser.add_argument("--out", type=Path, help="JSON of every execution")
+    parser.add_argument("--executions", type=Path, help="JSONL execution log of every execution (script and outcome)")
     args = parser.parse_args(argv)
+    if args.executions:
+        args.executions.parent.mkdir(parents=True, exist_ok=True)
+        args.executions.write_text("")
 
     env = SandboxEnvironment(starter_view="score", use_cache=False)
     tasks = args.tasks or [s.id for s in env.suite.specs(args.split) if s.type not in ("forecast", "survival")]
@@ -52,6 +62,10 @@ def main(argv: list[str] | None = None) -> None:
         outcomes = env.execute_many([(task_id, s) for _, s in scripts])
         runs = [{"estimator": e, "status": o.status.value, "position": o.position, "validation": o.validation_score,
                  "seconds": round(o.wall_seconds, 1)} for (e, _), o in zip(scripts, outcomes, strict=True)]
+        if args.executions:
+            with args.executions.open("a") as log:
+                for (_, script), outcome in zip(scripts, outcomes, strict=True):
+                    log.write(json.dumps({"task": task_id, "code": script, "outcome": outcome.to_dict()}) + "\n")
         own = runs[0]["position"]
         valid = [r for r in runs if r["status"] == Status.VALID.value]
         best = max(valid, key=lambda r: r["position"], default=None)

@@ -18,6 +18,13 @@ scripts the *starting* policy wrote for the training tasks. This script builds i
     python benchmarks/pretrain_world_model.py --log runs/pretrain/train_executions.jsonl \\
         --sampling-wall-s 461 --sampling-cpu-s 659                       # fit on a log sampled earlier
 
+``--task-aware --log LOG`` builds the task-aware world model instead
+(:class:`~wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel`) from executions of the ``world_model``
+split only (records of any other split are refused), to ``benchmarks/artefacts/task_aware_world_model.pt``:
+
+    python benchmarks/model_choice.py --split world_model --executions runs/menu/world_model.jsonl
+    python benchmarks/pretrain_world_model.py --task-aware --log runs/menu/world_model.jsonl
+
 Use it with ``LearnedWorldModel(pretrained=benchmarks/artefacts/learned_world_model_train.pt)`` (the
 ``cpu-learn`` preset of ``benchmarks/speedup.py`` does); every result that uses it reports the manifest's cost.
 """
@@ -36,6 +43,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "artefacts" / "learned_world_model_train.pt"
+TASK_AWARE_OUT = ROOT / "benchmarks" / "artefacts" / "task_aware_world_model.pt"
 QUICKSTART = ROOT / "configs" / "autoresearch" / "quickstart.yaml"
 
 
@@ -61,14 +69,14 @@ def relative(path: Path) -> str:
 def check_train_split(records: list[tuple[str, str, object]], suite,
                       what: str = "pretrain_world_model: the execution log holds",
                       why: str = "A world model built on held-out tasks would leak them into the evaluation; drop "
-                                 "those records or pass --tasks from the train split") -> None:
-    """Raise on a record of a task that is not in the train split (named, with where it is)."""
-    train = {spec.id for spec in suite.specs("train")}
+                                 "those records or pass --tasks from the train split", split: str = "train") -> None:
+    """Raise on a record of a task that is not in ``split`` (named, with where it is)."""
+    inside = {spec.id for spec in suite.specs(split)}
     known = {spec.id: spec.split for spec in suite.specs()}
-    bad = sorted({task for task, _, _ in records if task not in train})
+    bad = sorted({task for task, _, _ in records if task not in inside})
     if bad:
         where = ", ".join(f"{t} ({known.get(t, 'not in the suite')})" for t in bad)
-        raise ValueError(f"{what} tasks outside the train split: {where}. {why}")
+        raise ValueError(f"{what} tasks outside the {split} split: {where}. {why}")
 
 
 def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float | None:
@@ -155,6 +163,50 @@ def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, s
     return manifest
 
 
+def build_task_aware(logs: list[Path], out: Path, sampling: dict, suite=None) -> dict:
+    """Fit a :class:`TaskAwareWorldModel` on ``logs`` (executions of the ``world_model`` split only: the score
+    view's menu, ``benchmarks/model_choice.py --split world_model --executions LOG``), save it to ``out`` and its
+    manifest, with what it cost (executions, their seconds, the task cards' seconds, the fit), to ``<out>.json``."""
+    from wmrl.autoresearch.environments.learned import read_executions
+    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
+    from wmrl.autoresearch.tasks.suite import TaskSuite
+
+    suite = suite or TaskSuite()
+    records = [r for path in logs for r in read_executions(path)]
+    if not records:
+        raise ValueError(f"pretrain_world_model: no execution records in {', '.join(map(str, logs))}")
+    check_train_split(records, suite, why="The task-aware world model is pretrained on the world_model split only, "
+                      "so that every training and held-out task is one it never saw", split="world_model")
+    start = time.perf_counter()
+    model = TaskAwareWorldModel(suite=suite, cache_cards=False)
+    model.compare_with(score_view_starter(suite))
+    model.learn([r[0] for r in records], [r[1] for r in records], [r[2] for r in records])
+    if model.regressor is None:
+        raise ValueError(f"pretrain_world_model: {len(model.examples)} learnable executions, the model needs "
+                         f"{model.min_examples}")
+    statuses: dict[str, int] = {}
+    for _, _, outcome in records:
+        statuses[outcome.status.value] = statuses.get(outcome.status.value, 0) + 1
+    manifest = {
+        "built": time.strftime("%Y-%m-%d"),
+        "model": "TaskAwareWorldModel",
+        "logs": [relative(p) for p in logs],
+        "tasks": sorted({r[0] for r in records}),
+        "executions": len(records),
+        "learnable_examples": len(model.examples),
+        "statuses": statuses,
+        "execution_seconds": round(sum(r[2].wall_seconds for r in records), 1),
+        "card_seconds": round(model.card_seconds, 1),
+        "fit_seconds": round(time.perf_counter() - start - model.card_seconds, 1),
+        "out_of_task_error_variance": round(model.error_variance, 5),
+        "sampling": sampling,
+        "starter_view": "score",
+    }
+    model.save(out, meta=manifest)
+    Path(f"{out}.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", action="store_true", help="sample and execute base-policy scripts first")
@@ -172,7 +224,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sampling-wall-s", type=float, help="what sampling --log cost, when it ran elsewhere")
     parser.add_argument("--sampling-cpu-s", type=float)
     parser.add_argument("--sampling-note", default="the caller", help="how --sampling-*-s were measured")
+    parser.add_argument("--task-aware", action="store_true", help="build a TaskAwareWorldModel from --log (the "
+                        "world_model split's menu executions) instead of the embedding model")
     args = parser.parse_args(argv)
+    if args.task_aware:
+        if args.sample or not args.log:
+            parser.error("--task-aware fits on --log (benchmarks/model_choice.py --split world_model --executions LOG)")
+        out = args.out if args.out != DEFAULT_OUT else TASK_AWARE_OUT
+        sampling = {"measured_by": "benchmarks/model_choice.py: the execution seconds of its log"}
+        manifest = build_task_aware(list(args.log), out, sampling)
+        print(json.dumps(manifest, indent=1))
+        print(f"wrote {out} and {out}.json")
+        return manifest
 
     logs = list(args.log)
     sampling = {"wall_s": args.sampling_wall_s, "cpu_s": args.sampling_cpu_s, "measured_by": args.sampling_note}

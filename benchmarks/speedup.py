@@ -74,11 +74,13 @@ from wmrl.algorithms.stats import (  # noqa: F401 (tests use speedup.*)
     interval_text,
     paired_best_of_k,
     paired_gain,
+    seed_interval,
 )
 from wmrl.report import best_matmul_seconds, cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
 
 ROOT = Path(__file__).resolve().parent.parent
-ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl", "real_grpo_equal_budget")
+ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl", "real_grpo_equal_budget",
+        "wmrl_paper")
 #: real-execution GRPO at full WMRL's execution budget: as many groups a step as full WMRL executes (its anchors)
 EQUAL_BUDGET = "real_grpo_equal_budget"
 LABELS = {
@@ -89,6 +91,7 @@ LABELS = {
     "debias_only": "Debiasing only",
     "denoise_only": "Denoising only",
     "wmrl": "Full WMRL",
+    "wmrl_paper": "Full WMRL, the paper's corrections",  # run when asked (--arms): ablations/cpu/wmrl_paper.yaml
 }
 # The two arms of the ratio first, back to back; the other ablations after them (``--reuse`` continues a
 # benchmark that was stopped).
@@ -256,6 +259,40 @@ PRESETS["cpu-quality"] = replace(
 )
 
 
+# cpu-quality on the suite at the paper's scale (issue 44): every tabular task of the train split (the types the score
+# view serves) and every tabular held-out task, none chosen by results, and the task-aware world model pretrained on
+# the world_model split only (benchmarks/artefacts/task_aware_world_model.pt: the task card and the code, exact
+# recall of what an anchor ran). The arms of its table: real_grpo, real_grpo_equal_budget, pure_world_model,
+# wmrl_paper and wmrl, over --seeds 0 1 2.
+TASK_AWARE = "benchmarks/artefacts/task_aware_world_model.pt"  # built by benchmarks/pretrain_world_model.py --task-aware
+TASK_AWARE_WORLD_MODEL = {
+    "class_path": "wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel",
+    "init_args": {"pretrained": str(ROOT / TASK_AWARE), "warm_start": [], "min_examples": 16, "refit_every": 4,
+                  "recall": True},
+}
+SUITE_ARMS = ("wmrl", "real_grpo", EQUAL_BUDGET, "wmrl_paper", "pure_world_model")
+
+
+def suite_tasks(split: str) -> list[str]:
+    """The split's tasks of the types the ``score`` view serves (tabular: a model line to choose)."""
+    from wmrl.autoresearch.tasks.catalog import TASKS
+
+    return [t.id for t in TASKS if t.split == split and t.type in ("binary", "multiclass", "regression", "count")]
+
+
+PRESETS["suite-quality"] = replace(
+    PRESETS["cpu-quality"],
+    tasks=suite_tasks("train"),
+    eval_tasks=suite_tasks("heldout"),
+    world_model=TASK_AWARE_WORLD_MODEL,
+    eval_samples=4,
+    title="Quality on the suite at the paper's scale: the task-aware world model against real GRPO at its executions",
+    results_name="RESULTS-suite-quality.md",
+    figure_prefix="suite-quality_",
+    note="2 CPU cores, the warm-started policy (--model), the task-aware world model",
+)
+
+
 # The same regime on one CUDA GPU with the transformers engine (benchmarks/gpu_learn.sh; vLLM is gpu_smoke.sh's):
 # the policy, the reference log-probs and the update on the GPU in bf16 mixed precision, executions on the CPUs.
 PRESETS["gpu-learn"] = replace(
@@ -323,13 +360,15 @@ def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
     return 2 * size**3 * repeats / best_matmul_seconds(a, repeats) / 1e9
 
 
-def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool) -> dict:
-    """Write the arm's config, run ``wmrl fit`` on it (log in the run dir) and time the process."""
+def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool, seed: int = 0) -> dict:
+    """Write the arm's config, run ``wmrl fit`` on it (log in the run dir) and time the process; ``seed`` is the
+    run's ``seed_everything`` (the base config's is 0)."""
     run_dir = out / "runs" / arm
     config = out / "configs" / f"{arm}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(arm_config(preset, arm, run_dir, eval_at_start), sort_keys=False))
-    command = [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / preset.base), "-c", str(config)]
+    command = [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / preset.base), "-c", str(config),
+               f"--seed_everything={seed}"]
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"[speedup] {arm}: {' '.join(command)}", flush=True)
     load_before, probe_before, gflops_before = os.getloadavg()[0], cpu_probe(), matmul_gflops()
@@ -408,6 +447,48 @@ def read_arm(run_dir: Path, arm: str) -> ArmResult:
         valid_rate=float(np.mean([t["valid_rate"] for t in tasks if t["valid_rate"] is not None] or [np.nan])),
         meta=json.loads(meta_path.read_text()) if meta_path.is_file() else {},
     )
+
+
+def pooled(per_seed: dict[int, dict[str, ArmResult]]) -> dict[str, ArmResult]:
+    """Each arm's runs over seeds as one :class:`ArmResult`: held-out samples keyed ``task@seed<k>`` (so a pair is
+    (seed, task, sample)), the steps of every seed in a row (times add up), the valid rate averaged. The starting
+    policy is evaluated once (its held-out samples do not depend on the training seed: the evaluation's sampling
+    seed is fixed) and stands for the start of every seed."""
+    if len(per_seed) == 1:
+        return next(iter(per_seed.values()))
+    start = next((r.start_positions for runs in per_seed.values() for r in runs.values() if r.start_positions), None)
+    arms = [a for a in ARMS if all(a in runs for runs in per_seed.values())]
+    out = {}
+    for a in arms:
+        runs = {k: per_seed[k][a] for k in sorted(per_seed)}
+        out[a] = ArmResult(
+            arm=a,
+            steps=pd.concat([r.steps for r in runs.values()], ignore_index=True),
+            positions={f"{t}@seed{k}": v for k, r in runs.items() for t, v in r.positions.items()},
+            start_positions=({f"{t}@seed{k}": v for k in runs for t, v in start.items()} if start else None),
+            valid_rate=float(np.mean([r.valid_rate for r in runs.values()])),
+            meta={"process_wall_s": sum(r.meta.get("process_wall_s") or 0.0 for r in runs.values()),
+                  "seeds": {str(k): r.meta for k, r in runs.items()}},
+        )
+    return out
+
+
+def seed_difference(per_seed: dict[int, dict[str, ArmResult]], arm: str, other: str) -> dict | None:
+    """``arm`` minus ``other`` (held-out mean position, paired on (seed, task, sample)): pooled over seeds with its
+    bootstrap interval, each seed's own (``per_seed``), and the Student-t interval of the seeds' points
+    (``over_seeds``: whether another seed could flip the sign)."""
+    seeds = [k for k in sorted(per_seed) if arm in per_seed[k] and other in per_seed[k]]
+    if not seeds or arm == other:
+        return None
+    runs = {k: per_seed[k] for k in seeds}
+    both = pooled(runs) if len(runs) > 1 else runs[seeds[0]]
+    out = interval(paired_gain(both[other].positions, both[arm].positions))
+    per = {str(k): interval(paired_gain(runs[k][other].positions, runs[k][arm].positions)) for k in seeds}
+    out["per_seed"] = per
+    out["seeds_at_or_above_0"] = sum(v["point"] >= 0 for v in per.values())
+    if len(per) >= 2:
+        out["over_seeds"] = interval(seed_interval([v["point"] for v in per.values()]))
+    return out
 
 
 # -- the speedup's limit ---------------------------------------------------------------------------------------
@@ -642,6 +723,16 @@ def quality_checks(summary: dict[str, dict]) -> list[tuple[str, str, bool]]:
         if diff is not None:
             checks.append((f"{LABELS[a]} minus {LABELS[EQUAL_BUDGET]} (held-out mean position, paired): interval "
                            "above 0", interval_text(diff), diff["low"] > 0))
+    for key, other in (("difference_to_equal_budget", EQUAL_BUDGET), ("difference_to_pure_world_model",
+                                                                      "pure_world_model")):
+        diff = (summary.get("wmrl") or {}).get(key)
+        per = (diff or {}).get("per_seed") or {}
+        if len(per) >= 2:
+            least = len(per) // 2 + 1  # a majority: 2 of 3 seeds
+            checks.append((f"{LABELS['wmrl']} minus {LABELS[other]}: pooled point and low above 0, >= 0 in "
+                           f"{least} of {len(per)} seeds",
+                           f"{interval_text(diff)}; per seed " + ", ".join(f"{v['point']:+.3f}" for v in per.values()),
+                           diff["point"] > 0 and diff["low"] > 0 and diff["seeds_at_or_above_0"] >= least))
     return checks
 
 
@@ -897,6 +988,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks",
                         help="where RESULTS.md and results/*.png go")
     parser.add_argument("--reuse", action="store_true", help="read arms that already finished instead of rerunning")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds (seed_everything); every "
+                        "arm runs once per seed, seed by seed, and the results pool them (default: 0)")
     args = parser.parse_args(argv)
 
     preset = PRESETS[args.preset]
@@ -908,22 +1001,31 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "preset.json").write_text(json.dumps(asdict(preset), indent=1))
 
-    results: dict[str, ArmResult] = {}
-    for i, arm in enumerate(args.arms):
-        run_dir = out / "runs" / arm
-        if not (args.reuse and (run_dir / "speedup_arm.json").is_file()):
-            if run_dir.exists():
-                import shutil
+    per_seed: dict[int, dict[str, ArmResult]] = {}
+    for s_index, seed in enumerate(args.seeds):
+        seed_out = out if args.seeds == [0] else out / f"seed{seed}"  # one seed 0: the layout of earlier sittings
+        per_seed[seed] = {}
+        for i, arm in enumerate(args.arms):
+            run_dir = seed_out / "runs" / arm
+            if not (args.reuse and (run_dir / "speedup_arm.json").is_file()):
+                if run_dir.exists():
+                    import shutil
 
-                shutil.rmtree(run_dir)  # a fresh run: no stale metrics or checkpoints to resume from
-            run_arm(preset, arm, out, eval_at_start=(i == 0))
-        results[arm] = read_arm(run_dir, arm)
+                    shutil.rmtree(run_dir)  # a fresh run: no stale metrics or checkpoints to resume from
+                run_arm(preset, arm, seed_out, eval_at_start=(s_index == 0 and i == 0), seed=seed)
+            per_seed[seed][arm] = read_arm(run_dir, arm)
+    results = pooled(per_seed)
 
     limit = None
     if "real_grpo" in results and "wmrl" in results:
         limit = speedup_limit(results["real_grpo"], results["wmrl"], preset.group_size * preset.groups_per_step)
     figure_dir = args.results / "results"
     summary, start = summarise(results), starting_samples(results)
+    for arm, row in summary.items():  # per-seed and over-seed intervals beside the pooled ones
+        for key, other in (("difference_to_equal_budget", EQUAL_BUDGET), ("difference_to_pure_world_model",
+                                                                          "pure_world_model")):
+            if arm != other and other in results:
+                row[key] = seed_difference(per_seed, arm, other)
     world_model = None
     if preset.world_model is not None and preset.world_model["init_args"].get("pretrained"):
         manifest = Path(f"{preset.world_model['init_args']['pretrained']}.json")
@@ -950,7 +1052,8 @@ def main(argv: list[str] | None = None) -> None:
                             extra=extra + (quality_markdown(summary) if quality else []))
     checks = (regime_checks(summary, limit) if regime
               else learning_checks(summary) + (quality_checks(summary) if quality else []))
-    record = {"preset": args.preset, "settings": asdict(preset), "command": command, "machine": machine(),
+    record = {"preset": args.preset, "seeds": list(args.seeds), "settings": asdict(preset), "command": command,
+              "machine": machine(),
               "date": time.strftime("%Y-%m-%d"), "world_model_build": world_model, "policy_build": policy_build,
               "start": interval(bootstrap_mean(start)) if start else None, "arms": summary,
               "checks": [{"check": c, "measured": m, "holds": ok} for c, m, ok in checks],
@@ -963,8 +1066,8 @@ def main(argv: list[str] | None = None) -> None:
     from wmrl.report import write_report
 
     for arm in ("wmrl", "real_grpo"):
-        if arm in results:
-            write_report(out / "runs" / arm)
+        if arm in per_seed[args.seeds[0]]:
+            write_report((out if args.seeds == [0] else out / f"seed{args.seeds[0]}") / "runs" / arm)
     print(text)
 
 

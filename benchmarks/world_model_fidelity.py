@@ -20,6 +20,24 @@ folds), as online, where an anchor is side-graded before the model learns from i
 ``score``/``generate`` predictions of an earlier output instead of asking the LLM again (the LLM is memoryless,
 so only the split matters).
 
+``--unseen PRETRAIN_LOG`` measures instead what a world model knows about tasks it never saw: the task-aware
+model (:class:`~wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel`), the same without its landmarks
+(the card's statistics and the code only) and today's embedding model are all fitted on the pretraining log (executions of the ``world_model`` split only: ``benchmarks/model_choice.py
+--split world_model --executions ...``), then rank the executions of each ``VIEW=LOG`` given (tasks of the train
+and held-out splits, refused if any is in the pretraining split), beside a task-blind baseline (each estimator
+family's mean reward on the pretraining tasks). Reported per view and split: the mean within-task Spearman of
+predicted against real reward (tasks whose real rewards are not all equal; a prediction constant within a task
+counts 0, chance), the share of same-task pairs ordered right, the same once ``--anchors`` executions of the
+task were learned as anchors (the others ranked: what the model knows a few anchors into a run), and what
+pretraining cost (executions, execution
+seconds, the task cards' seconds, the fit's seconds):
+
+    python benchmarks/world_model_fidelity.py --unseen runs/menu/world_model.jsonl \
+        score=runs/menu/train.jsonl score=runs/menu/heldout.jsonl \
+        score=benchmarks/artefacts/learned_world_model_quality_executions.jsonl \
+        script=benchmarks/artefacts/learned_world_model_train_executions.jsonl \
+        --out benchmarks/results/world-model-fidelity.json
+
 Executions whose real outcome is missing (infra errors) are left out, never scored 0. Gated scripts (no code,
 syntax errors) are answered by the deterministic gate in both worlds and would inflate agreement, so the
 figures are reported on the scripts that compile (``--include-gated`` adds them back).
@@ -174,9 +192,174 @@ def reliability(predicted: np.ndarray, real: np.ndarray, bins: int = 5) -> list[
     return table
 
 
+def within_task_spearman(predicted: np.ndarray, real: np.ndarray, tasks: list[str]) -> tuple[float, int]:
+    """Mean over tasks (whose real rewards differ) of the Spearman of predicted against real reward; a prediction
+    constant within a task counts 0 (chance). Returns the mean and the number of tasks."""
+    from scipy.stats import spearmanr
+
+    values = []
+    for task in sorted(set(tasks)):
+        mine = [i for i, t in enumerate(tasks) if t == task]
+        if len(mine) < 3 or len(set(real[mine].tolist())) < 2:
+            continue
+        rho = spearmanr(predicted[mine], real[mine]).statistic if len(set(predicted[mine].tolist())) > 1 else 0.0
+        values.append(float(rho))
+    return (float(np.mean(values)) if values else float("nan")), len(values)
+
+
+def family_baseline(pretrain, suite, starter):
+    """Task-blind: each estimator family's mean real reward on the pretraining tasks (the overall mean for a
+    script that names none)."""
+    from wmrl.autoresearch.environments.executed_form import executed_form
+    from wmrl.autoresearch.environments.learned import changed_part
+    from wmrl.autoresearch.environments.task_aware import FAMILIES, estimator_classes
+
+    def family(task_id: str, script: str) -> str:
+        changed = changed_part(executed_form(script), executed_form(starter(task_id)))
+        names = [FAMILIES.get(c, "unknown") for c in estimator_classes(changed)]
+        return names[-1] if names else "none"
+
+    sums: dict[str, list[float]] = {}
+    for task, script, outcome in pretrain:
+        sums.setdefault(family(task, script), []).append(outcome.reward)
+    overall = float(np.mean([o.reward for _, _, o in pretrain]))
+    means = {k: float(np.mean(v)) for k, v in sums.items()}
+    return lambda task_id, script: means.get(family(task_id, script), overall)
+
+
+def after_anchors(records, anchors: int, seed: int, fresh) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Per task: ``anchors`` of its executions (seeded) become real examples of a fresh copy of the model
+    (``fresh()``: pretrained, nothing of this task), which then predicts the task's other executions."""
+    rng = np.random.default_rng(seed)
+    predicted, real, tasks = [], [], []
+    for task in sorted({r[0] for r in records}):
+        mine = [r for r in records if r[0] == task]
+        if len(mine) <= anchors + 2:
+            continue
+        order = rng.permutation(len(mine))
+        shown, rest = [mine[k] for k in order[:anchors]], [mine[k] for k in order[anchors:]]
+        model = fresh()
+        model.learn([r[0] for r in shown], [r[1] for r in shown], [r[2] for r in shown])
+        predicted += [o.reward for o in model.step_many([StepRequest(r[0], r[1], "") for r in rest])]
+        real += [r[2].reward for r in rest]
+        tasks += [task] * len(rest)
+    return np.array(predicted), np.array(real), tasks
+
+
+def unseen_main(args) -> dict:
+    """``--unseen``: world models fitted on the pretraining split, measured on tasks they never saw."""
+    import sys
+
+    from wmrl.autoresearch.environments.learned import LearnedWorldModel, read_executions
+    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
+    from wmrl.autoresearch.tasks.suite import TaskSuite
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pretrain_world_model import score_view_starter
+
+    suite = TaskSuite()
+    split_of = {spec.id: spec.split for spec in suite.specs()}
+    learnable = lambda records: [r for r in records if r[2].reward is not None and r[2].status.value not in  # noqa: E731
+                                 ("malformed", "syntax_err", "infra_error")]
+    pretrain = learnable([r for path in args.unseen for r in read_executions(path)])
+    outside = sorted({t for t, _, _ in pretrain if split_of.get(t) != "world_model"})
+    if outside:
+        raise SystemExit(f"--unseen: the pretraining log holds tasks outside the world_model split: {outside}")
+    starters = {"score": score_view_starter(suite), "script": lambda task_id: suite.get(task_id).starter}
+    ids, scripts, outcomes = ([r[k] for r in pretrain] for k in range(3))
+    start = time.perf_counter()
+    task_aware = TaskAwareWorldModel(suite=suite, cache_cards=False)
+    task_aware.compare_with(starters["score"])
+    task_aware.learn(ids, scripts, outcomes)
+    task_aware_fit = time.perf_counter() - start - task_aware.card_seconds
+    card_only = TaskAwareWorldModel(suite=suite, cache_cards=False, landmarks=False)
+    card_only.cards = task_aware.cards  # one card per task, computed once
+    card_only.compare_with(starters["score"])
+    card_only.learn(ids, scripts, outcomes)
+    start = time.perf_counter()
+    embedding = LearnedWorldModel(suite=suite)
+    embedding.compare_with(starters["score"])
+    embedding.learn(ids, scripts, outcomes)
+    embedding_fit = time.perf_counter() - start
+    blind = family_baseline(pretrain, suite, starters["score"])
+
+    def fresh_task_aware():
+        copy = TaskAwareWorldModel(suite=suite, cache_cards=False)
+        copy.cards, copy._starter_of, copy._ready = task_aware.cards, task_aware._starter_of, True
+        copy.examples, copy.keys, copy.tasks = list(task_aware.examples), list(task_aware.keys), list(task_aware.tasks)
+        copy.regressor, copy.error_variance = task_aware.regressor, task_aware.error_variance
+        copy.since_fit = copy.refit_every  # the anchors refit it
+        return copy
+
+    def fresh_embedding():
+        copy, view_starter = embedding.untrained_copy(), embedding._starter_of
+        copy.compare_with(starters["score"])  # its pretraining examples read as when it was pretrained
+        copy.learn(ids, scripts, outcomes)
+        copy.compare_with(view_starter)
+        copy.since_fit = copy.refit_every  # the anchors refit it, as the task-aware copy
+        return copy
+
+    pretrain_cards = task_aware.card_seconds
+    cost = {"tasks": len(set(ids)), "executions": len(pretrain),
+            "execution_seconds": round(sum(o.wall_seconds for o in outcomes), 1),
+            "card_seconds_pretraining_tasks": round(pretrain_cards, 1),
+            "fit_seconds_task_aware": round(task_aware_fit, 2), "fit_seconds_embedding": round(embedding_fit, 1)}
+    print(f"pretraining: {json.dumps(cost)}")
+    results = []
+    for spec in args.executions:
+        view, _, path = str(spec).partition("=")
+        if view not in starters or not path:
+            raise SystemExit(f"--unseen: give each execution log as VIEW=PATH with VIEW script or score (got {spec})")
+        records = learnable(read_executions(path))
+        seen = sorted({t for t, _, _ in records if split_of.get(t) == "world_model"})
+        if seen:
+            raise SystemExit(f"--unseen: {path} holds pretraining-split tasks ({seen}): not unseen")
+        for model in (task_aware, card_only, embedding):
+            model.compare_with(starters[view])
+        cards_before = task_aware.card_seconds
+        for split_name in sorted({split_of.get(t, "folder") for t, _, _ in records}):
+            mine = [r for r in records if split_of.get(r[0], "folder") == split_name]
+            tasks = [r[0] for r in mine]
+            real = np.array([r[2].reward for r in mine])
+            requests = [StepRequest(r[0], r[1], "") for r in mine]
+            predictions = {
+                "task_aware": np.array([o.reward for o in task_aware.step_many(requests)]),
+                "task_aware_no_landmarks": np.array([o.reward for o in card_only.step_many(requests)]),
+                "embedding": np.array([o.reward for o in embedding.step_many(requests)]),
+                "task_blind_family_mean": np.array([blind(r[0], r[1]) for r in mine]),
+            }
+            row = {"view": view, "log": path, "split": split_name, "executions": len(mine),
+                   "tasks": len(set(tasks)), "models": {}}
+            for name, predicted in predictions.items():
+                rho, n = within_task_spearman(predicted, real, tasks)
+                row["models"][name] = {"within_task_spearman": rho, "tasks_ranked": n,
+                                       "pairwise": pairwise_accuracy(predicted, real, tasks)}
+            for name, fresh in (("task_aware", fresh_task_aware), ("embedding", fresh_embedding)):
+                predicted, real_rest, rest_tasks = after_anchors(mine, args.anchors, args.seed, fresh)
+                rho, n = within_task_spearman(predicted, real_rest, rest_tasks)
+                row["models"][f"{name}_after_{args.anchors}_anchors"] = {
+                    "within_task_spearman": rho, "tasks_ranked": n,
+                    "pairwise": pairwise_accuracy(predicted, real_rest, rest_tasks)}
+            row["card_seconds"] = round(task_aware.card_seconds - cards_before, 1)
+            results.append(row)
+            shown = "  ".join(f"{k} {v['within_task_spearman']:.3f} ({v['tasks_ranked']} tasks)"
+                              for k, v in row["models"].items())
+            print(f"{view:6} {split_name:8} {Path(path).name:48} n={len(mine):4}  {shown}", flush=True)
+    out = {"date": time.strftime("%Y-%m-%d"), "pretraining": cost, "pretraining_logs": [str(p) for p in args.unseen],
+           "target": "task_aware within-task Spearman >= 0.5 in the score view on tasks it never saw",
+           "results": results}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"written to {args.out}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("executions", type=Path, nargs="+")
+    parser.add_argument("executions", nargs="+", help="execution logs (JSONL); with --unseen, VIEW=PATH each")
+    parser.add_argument("--unseen", type=Path, action="append", default=None, metavar="PRETRAIN_LOG",
+                        help="fit the world models on this log (world_model split; repeat the flag for more) and "
+                             "rank the executions' tasks, which they never saw")
     parser.add_argument("--model", default="smollm2-135m-instruct", help="the world model (frozen)")
     parser.add_argument("--modes", nargs="+", default=["score", "generate", "learned"],
                         choices=["score", "generate", "learned"])
@@ -191,10 +374,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fit-share", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--include-gated", action="store_true")
+    parser.add_argument("--anchors", type=int, default=2, help="--unseen: also rank each task's executions after "
+                        "this many of them were learned as anchors (the rest are ranked)")
     parser.add_argument("--out", type=Path, default=Path("runs/bench/world_model_fidelity.json"))
     args = parser.parse_args(argv)
-
-    rows = [r for path in args.executions for r in load(path, args.include_gated)]
+    if args.unseen:
+        unseen_main(args)
+        return
+    rows = [r for path in map(Path, args.executions) for r in load(path, args.include_gated)]
     real = np.array([r["outcome"]["reward"] for r in rows])
     tasks = [r["task"] for r in rows]
     statuses: dict[str, int] = {}

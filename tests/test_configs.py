@@ -49,6 +49,8 @@ def expected_callbacks(name: str) -> list[str] | None:
         return VLA_ARMS[Path(name).stem]
     if name in ("configs/autoresearch/world_models/learned.yaml", "configs/autoresearch/paper_4b_vllm.yaml"):
         return FULL
+    if name == "configs/autoresearch/world_models/task_aware.yaml":
+        return KIT
     if name.startswith("configs/autoresearch/ablations/paper/"):  # the paper's scale and constants: its method
         return FULL if Path(name).stem == "wmrl" else ABLATIONS[Path(name).stem]
     if name.startswith("configs/autoresearch/ablations/"):
@@ -144,6 +146,11 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
                 from wmrl.autoresearch.environments.learned import LearnedWorldModel
 
                 assert isinstance(c.world_model, LearnedWorldModel) and c.world_model.execution_log
+            elif isinstance(c, WorldModelReward) and "task_aware" in name:
+                from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
+
+                assert isinstance(c.world_model, TaskAwareWorldModel) and c.world_model.recall
+                assert (ROOT / c.world_model.pretrained).is_file()  # the shipped artefact, relative to the checkout
             elif isinstance(c, WorldModelReward) and name.startswith("configs/vla/"):
                 from wmrl.vla.progress_world_model import ProgressWorldModel
 
@@ -291,6 +298,7 @@ CONFIGURABLE = ["wmrl.autoresearch.grpo:GRPOModule", "wmrl.autoresearch.data:Aut
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
                 "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:VarianceFusion", "wmrl.callbacks:RewardTerms",
                 "wmrl.autoresearch.environments.lm_world_model:LMWorldModel", "wmrl.autoresearch.environments.learned:LearnedWorldModel",
+                "wmrl.autoresearch.environments.task_aware:TaskAwareWorldModel",
                 "wmrl.autoresearch.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
                 "wmrl.generation.vllm_world_model:VLLMWorldModelBackend", "wmrl.generation.vllm:VLLMGenerationEngine"]
 

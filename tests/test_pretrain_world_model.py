@@ -98,3 +98,37 @@ def test_a_score_view_script_is_embedded_from_its_model_line(tiny_suite):
     written = changed_part(script, pretrain.score_view_starter(tiny_suite)("tiny_diabetes"))
     assert written == "model = make_pipeline(preprocess, ExtraTreesRegressor())\nfinish(model)\n"
     assert changed_part(script, tiny_suite.get("tiny_diabetes").starter).startswith("from sklearn.ensemble import")
+
+
+def test_the_task_aware_build_refuses_executions_outside_the_world_model_split(tiny_suite, tmp_path):
+    log = tiny_log(tiny_suite, tmp_path / "log.jsonl", task="tiny_diabetes")
+    with pytest.raises(ValueError, match=r"outside the world_model split: tiny_diabetes \(train\)"):
+        pretrain.build_task_aware([log], tmp_path / "wm.pt", {}, suite=tiny_suite)
+
+
+def test_the_shipped_task_aware_artefact_is_world_model_split_only_and_ranks_scripts_it_never_saw():
+    """Built on the world_model split's menu executions; it loads with its cost and tells the menu's lines apart on
+    a training task (a task it never saw)."""
+    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
+    from wmrl.autoresearch.tasks.model_choice import candidate_lines
+    from wmrl.autoresearch.tasks.suite import TaskSuite
+
+    artefact = ROOT / "benchmarks" / "artefacts" / "task_aware_world_model.pt"
+    manifest = json.loads(Path(f"{artefact}.json").read_text())
+    suite = TaskSuite()
+    assert set(manifest["tasks"]) <= {s.id for s in suite.specs("world_model")}
+    assert manifest["executions"] > 100 and manifest["execution_seconds"] > 0 and manifest["card_seconds"] > 0
+    records = read_executions(ROOT / "benchmarks" / "artefacts" / "task_aware_world_model_executions.jsonl")
+    assert len(records) == manifest["executions"]
+    model = TaskAwareWorldModel(pretrained=str(artefact), suite=suite)
+    model.compare_with(pretrain.score_view_starter(suite))
+    starter = pretrain.score_view_starter(suite)("smoke_iris")
+    scripts = []
+    for line in candidate_lines(starter):
+        lines = starter.splitlines()
+        lines[next(i for i, text in enumerate(lines) if text.startswith("model ="))] = line
+        scripts.append("\n".join(lines) + "\n")
+    answers = model.step_many([StepRequest("smoke_iris", code, "") for code in scripts])
+    assert all(UNTRAINED_FLAG not in a.flags for a in answers)
+    assert len({round(a.reward, 6) for a in answers}) >= 4
+    assert model.pretrained_meta["executions"] == manifest["executions"]  # loaded before its first answer

@@ -237,13 +237,14 @@ def test_the_learning_summary_json_checks_and_figures_from_logged_runs(tmp_path)
                                  "debias/refits": 2.0}, 3, start, steps=3)
     fake_run(out, speedup.EQUAL_BUDGET, 100, {"time/generate": 20, "time/update": 15, "time/env": 50}, 3, start,
              steps=3)
-    for arm in speedup.ARMS:  # the start evaluated at 0.3 everywhere: the pairs of every arm
+    for arm in speedup.RUN_ORDER:  # the start evaluated at 0.3 everywhere: the pairs of every arm
         lines = (out / "runs" / arm / "heldout.jsonl").read_text().splitlines()
         first = json.loads(lines[0])
         first["tasks"] = [{"task_id": t, "valid_rate": 0.5, "positions": p} for t, p in start.items()]
         (out / "runs" / arm / "heldout.jsonl").write_text(json.dumps(first) + "\n" + lines[1] + "\n")
     results = tmp_path / "results"
     speedup.main(["--preset", "cpu-learn", "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    assert "wmrl_paper" not in speedup.RUN_ORDER  # the paper's corrections run when asked (--arms)
     record = json.loads((results / "results" / "cpu-learn.json").read_text())
     arms = record["arms"]
     gain = speedup.paired_gain(start, better)
@@ -402,3 +403,57 @@ def test_g_floor_measures_the_preset_step_under_the_quickstarts_batching_and_its
         assert (cli.model.hparams.micro_batch_size, cli.model.engine.max_batch_size) == expected
         assert cli.trainer.max_steps == 1 and cli.trainer.limit_val_batches == 0
         assert cli.model.environments["real"].starter_solution == "heavy_boosting"
+
+
+def test_seeds_pool_the_pairs_and_report_each_seed_and_the_interval_over_seeds(tmp_path):
+    """``--seeds 0 1 2``: each seed's arms under ``seed<k>/``; pairs are (seed, task, sample); full WMRL's
+    differences to the equal-budget arm and to the pure world model carry each seed's interval, the seeds' t
+    interval and how many seeds were at or above 0, and the check reads them."""
+    start = {"a": [0.3] * 4, "b": [0.3] * 4}
+    out = tmp_path / "cpu-quality"
+    shift = {0: 0.2, 1: 0.1, 2: -0.05}  # full WMRL above the equal-budget arm in two seeds of three
+    for seed, delta in shift.items():
+        root = out / f"seed{seed}"
+        wmrl = {t: [0.5 + delta + 0.01 * i for i in range(4)] for t in start}
+        fake_run(root, "wmrl", 200, {"time/generate": 60, "time/update": 40, "time/env": 50}, 3, wmrl, steps=3)
+        fake_run(root, speedup.EQUAL_BUDGET, 100, {"time/generate": 20, "time/update": 15, "time/env": 50}, 3,
+                 {t: [0.5 + 0.01 * i for i in range(4)] for t in start}, steps=3)
+        fake_run(root, "pure_world_model", 150, {"time/generate": 60, "time/update": 40}, 0, start, steps=3)
+        if seed:  # the start is evaluated once, in the first seed's first arm
+            for arm in ("wmrl", speedup.EQUAL_BUDGET, "pure_world_model"):
+                path = root / "runs" / arm / "heldout.jsonl"
+                path.write_text(path.read_text().splitlines()[1] + "\n")
+    results = tmp_path / "results"
+    speedup.main(["--preset", "cpu-quality", "--arms", "wmrl", speedup.EQUAL_BUDGET, "pure_world_model",
+                  "--seeds", "0", "1", "2", "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    record = json.loads((results / "results" / "cpu-quality.json").read_text())
+    assert record["seeds"] == [0, 1, 2]
+    diff = record["arms"]["wmrl"]["difference_to_equal_budget"]
+    assert diff["point"] == pytest.approx(np.mean(list(shift.values())))
+    assert {k: round(v["point"], 6) for k, v in diff["per_seed"].items()} == {"0": 0.2, "1": 0.1, "2": -0.05}
+    assert diff["seeds_at_or_above_0"] == 2 and diff["over_seeds"]["low"] < 0 < diff["low"]
+    versus_pure = record["arms"]["wmrl"]["difference_to_pure_world_model"]
+    assert versus_pure["point"] == pytest.approx(0.2 + np.mean(list(shift.values())) + 0.015)
+    assert record["arms"]["wmrl"]["gain_over_start"]["point"] > 0  # paired with the start, for every seed
+    checks = {c["check"]: c["holds"] for c in record["checks"]}
+    assert checks["Full WMRL minus Real GRPO at WMRL's executions: pooled point and low above 0, >= 0 in 2 of 3 seeds"]
+    assert checks["Full WMRL minus Pure world model: pooled point and low above 0, >= 0 in 2 of 3 seeds"]
+
+
+@pytest.mark.parametrize("arm", speedup.SUITE_ARMS)
+def test_the_suite_quality_arms_train_on_every_tabular_task_with_the_task_aware_world_model(arm, tmp_path, monkeypatch):
+    """The successor of cpu-quality on the suite at the paper's scale: every tabular train and held-out task (none
+    chosen by results), the score view, and the task-aware world model pretrained on the world_model split."""
+    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
+    from wmrl.autoresearch.tasks.catalog import TASKS
+    from wmrl.callbacks import WorldModelReward
+
+    preset = speedup.PRESETS["suite-quality"]
+    cli = instantiate_arm(preset, arm, tmp_path, monkeypatch, eval_at_start=True)
+    tabular = ("binary", "multiclass", "regression", "count")
+    assert cli.datamodule.train_tasks == [t.id for t in TASKS if t.split == "train" and t.type in tabular]
+    assert len(cli.datamodule.train_tasks) >= 40 and len(cli.datamodule.eval_task_ids) >= 10
+    assert cli.model.environments["real"].starter_view == "score"
+    for c in cli.trainer.callbacks:
+        if isinstance(c, WorldModelReward):
+            assert isinstance(c.world_model, TaskAwareWorldModel) and Path(c.world_model.pretrained).is_file()

@@ -1,0 +1,622 @@
+"""`TaskAwareWorldModel`: an AutoResearch world model that reads the task as well as the code.
+
+The embedding world model (:class:`~wmrl.autoresearch.environments.learned.LearnedWorldModel`) sees only what a
+script changed: on the `score` view, where every valid script differs from the next in its estimator, it ranked
+the scripts of a task it had not seen at chance (out-of-fold Spearman 0.02), while which estimator wins depends
+on the task. This model predicts from both:
+
+- **The task card**, computed once per task from what the agent itself is given (``public/train.csv`` and the
+  task's type and metric, never the answers): rows, columns, the categorical share, the classes and the
+  minority class's share, and *landmarks* -- each estimator family of the menu (:data:`LANDMARKS`), with
+  default settings, fitted and scored in the task's own metric on a seeded subsample of ``train.csv``
+  (:data:`LANDMARK_ROWS` rows, :data:`LANDMARK_FOLDS`-fold cross-validation). Landmarking is the meta-learning
+  way of describing a dataset by how simple learners fare on it; here it also tells which families suit the
+  task. It runs in the training process on public data, a few seconds per task once, counted in
+  :attr:`card_seconds` (the model's cost, reported beside every result that uses it).
+- **The code**: the estimator classes the changed part names (their family, :data:`FAMILIES`), whether a
+  classifier is used on a regression task or the reverse, and whether the script reads a name it never
+  defines or imports (a ``NameError`` to come).
+- **A regressor over both** (scikit-learn's ``HistGradientBoostingRegressor``: it represents task x code
+  interactions, e.g. "this family's landmark is the task's best"), fitted to the real reward of executions.
+  It is pretrained on executions of the ``world_model`` split only (``benchmarks/pretrain_world_model.py
+  --task-aware``: the menu of every task of that split, executed once; its executions and seconds are kept in
+  the file as its cost), and keeps learning from the anchors online, as the embedding model does.
+- **Exact recall**: a script that executes as one an anchor already ran on the same task (the same
+  :func:`~wmrl.autoresearch.environments.executed_form.executed_form` of the changed part) gets that anchor's
+  real reward, with the spread of its repeats as variance. On the ``score`` view the real reward is a function of
+  the task and the estimator line (every repeated pair in the shipped log got one reward), so one anchor teaches
+  a (task, line) cell for the rest of the run.
+
+The variance of a prediction is the regressor's out-of-fold squared error on its training examples (by task
+folds, so it is the error on a task it did not see) and, for a recalled script, the variance of its repeats.
+Forecast and survival tasks have no landmarks (their scripts are not a menu line): their landmark features are
+missing (a value below every real one, which a tree splits off), and recall still applies. The gate is every world model's: no code block
+or a syntax error is 0.0, no model call.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import logging
+import math
+import re
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wmrl.autoresearch.environments.executed_form import executed_form
+from wmrl.autoresearch.environments.learned import changed_part, read_executions
+from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
+from wmrl.types import Outcome, Source, Status
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from wmrl.autoresearch.tasks.suite import TaskSuite
+    from wmrl.types import StepRequest
+
+log = logging.getLogger(__name__)
+
+#: estimator class -> family (scikit-learn's names; the menu's and the usual others)
+FAMILIES: dict[str, str] = {
+    **dict.fromkeys(("LogisticRegression", "Ridge", "RidgeClassifier", "LinearRegression", "Lasso", "ElasticNet",
+                     "SGDClassifier", "SGDRegressor", "LinearSVC", "LinearSVR", "BayesianRidge", "HuberRegressor"),
+                    "linear"),
+    **dict.fromkeys(("PoissonRegressor", "TweedieRegressor", "GammaRegressor"), "glm"),
+    **dict.fromkeys(("RandomForestClassifier", "RandomForestRegressor"), "random_forest"),
+    **dict.fromkeys(("ExtraTreesClassifier", "ExtraTreesRegressor"), "extra_trees"),
+    **dict.fromkeys(("GradientBoostingClassifier", "GradientBoostingRegressor", "AdaBoostClassifier",
+                     "AdaBoostRegressor"), "gradient_boosting"),
+    **dict.fromkeys(("HistGradientBoostingClassifier", "HistGradientBoostingRegressor"), "hist_gradient_boosting"),
+    **dict.fromkeys(("KNeighborsClassifier", "KNeighborsRegressor"), "knn"),
+    **dict.fromkeys(("SVC", "SVR", "NuSVC", "NuSVR"), "svm"),
+    **dict.fromkeys(("DecisionTreeClassifier", "DecisionTreeRegressor"), "decision_tree"),
+    **dict.fromkeys(("GaussianNB", "BernoulliNB", "MultinomialNB"), "naive_bayes"),
+    **dict.fromkeys(("MLPClassifier", "MLPRegressor"), "mlp"),
+    **dict.fromkeys(("DummyClassifier", "DummyRegressor"), "dummy"),
+}
+FAMILY_NAMES = tuple(sorted(set(FAMILIES.values())))
+#: the families with a landmark, and the estimator that measures it (classifier, regressor); the menu's settings
+LANDMARKS: dict[str, tuple[tuple | None, tuple | None]] = {
+    "linear": (("sklearn.linear_model", "LogisticRegression", {"max_iter": 2000}), ("sklearn.linear_model", "Ridge", {})),
+    "glm": (None, ("sklearn.linear_model", "PoissonRegressor", {})),
+    "random_forest": (("sklearn.ensemble", "RandomForestClassifier", {"random_state": 0}),
+                      ("sklearn.ensemble", "RandomForestRegressor", {"random_state": 0})),
+    "extra_trees": (("sklearn.ensemble", "ExtraTreesClassifier", {"random_state": 0}),
+                    ("sklearn.ensemble", "ExtraTreesRegressor", {"random_state": 0})),
+    "gradient_boosting": (("sklearn.ensemble", "GradientBoostingClassifier", {"random_state": 0}),
+                          ("sklearn.ensemble", "GradientBoostingRegressor", {"random_state": 0})),
+    "hist_gradient_boosting": (("sklearn.ensemble", "HistGradientBoostingClassifier", {"random_state": 0}),
+                               ("sklearn.ensemble", "HistGradientBoostingRegressor", {"random_state": 0})),
+    "knn": (("sklearn.neighbors", "KNeighborsClassifier", {}), ("sklearn.neighbors", "KNeighborsRegressor", {})),
+    "svm": (("sklearn.svm", "SVC", {}), ("sklearn.svm", "SVR", {})),
+    "decision_tree": (("sklearn.tree", "DecisionTreeClassifier", {"random_state": 0}),
+                      ("sklearn.tree", "DecisionTreeRegressor", {"random_state": 0})),
+}
+LANDMARK_ROWS = 1000  # rows of train.csv the landmarks are fitted on (seeded subsample)
+LANDMARK_FOLDS = 3
+TABULAR = ("binary", "multiclass", "regression", "count")
+CARD_KEYS = ("log_rows", "log_columns", "categorical_share", "classes", "minority_share", "probability_metric",
+             "landmark_spread", "best_landmark_gain")
+#: the regressor's feature vector: the task card, then the code's features (one row per script)
+FEATURES = (
+    *(f"type_{t}" for t in TABULAR), *CARD_KEYS,
+    *(f"family_{f}" for f in FAMILY_NAMES), "family_unknown", "kind_mismatch", "undefined_name", "unchanged",
+    "landmark_z", "landmark_rank", "landmark_gain_over_starter", "landmark_failed",
+)
+PRETRAINED_FORMAT = 1
+KEY_HEX = 32  # recall keys: 128 bits of a sha256, sent across ranks as 8 16-bit words (exact in float64)
+TASK_HEX = 16  # an example's task, by 64 bits of its id's sha256 (4 words): the folds of the error estimate
+_CALLED_CLASS = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\s*\(")
+_ESTIMATOR_SUFFIXES = ("Classifier", "Regressor", "Regression")
+
+
+def estimator_classes(code: str) -> list[str]:
+    """The estimator-like class names ``code`` calls, in order (known ones and unknown ones alike).
+
+    >>> estimator_classes("model = make_pipeline(preprocess, RandomForestClassifier(random_state=0))")
+    ['RandomForestClassifier']
+    >>> estimator_classes("m = SupinetreesClassifier(); p = make_pipeline(StandardScaler(), SVC())")
+    ['SupinetreesClassifier', 'SVC']
+    """
+    return [name for name in _CALLED_CLASS.findall(code) if name in FAMILIES or name.endswith(_ESTIMATOR_SUFFIXES)]
+
+
+def undefined_names(code: str) -> set[str]:
+    """Names ``code`` loads that nothing in it defines or imports, nor Python's builtins (a ``NameError`` when
+    that line runs). Conservative: any binding anywhere in the script counts, whatever its scope."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    bound = set(dir(builtins))
+    loaded: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return set()  # a star import binds what it binds: nothing can be said
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+            args = node.args if not isinstance(node, ast.ClassDef) else None
+            if args is not None:
+                bound.update(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
+                bound.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+        elif isinstance(node, ast.Lambda):
+            bound.update(a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs])
+        elif isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store | ast.Del) else loaded).add(node.id)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+    return loaded - bound
+
+
+def code_features(changed: str, script: str, task_type: str) -> dict[str, float]:
+    """The code's features (before the landmarks): family one-hot, unknown estimator, kind mismatch, undefined
+    name, unchanged script."""
+    classes = estimator_classes(changed)
+    families = {FAMILIES[c] for c in classes if c in FAMILIES}
+    out = {f"family_{f}": float(f in families) for f in FAMILY_NAMES}
+    out["family_unknown"] = float(any(c not in FAMILIES for c in classes))
+    classifier = any(c.endswith(("Classifier", "SVC", "NB")) or c == "LogisticRegression" for c in classes)
+    regressor = any(c.endswith(("Regressor", "SVR", "Regression")) and c != "LogisticRegression" or
+                    c in ("Ridge", "Lasso", "ElasticNet") for c in classes)
+    classify = task_type in ("binary", "multiclass", "ordinal")
+    out["kind_mismatch"] = float((classify and regressor and not classifier) or
+                                 (not classify and task_type in TABULAR and classifier and not regressor))
+    out["undefined_name"] = float(bool(undefined_names(script)))
+    out["unchanged"] = float(changed.strip() == "# (the starter solution, unchanged)")
+    return out
+
+
+def _estimator(where: tuple):
+    import importlib
+
+    module, name, kwargs = where
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+def task_card(task: Any) -> dict[str, Any]:
+    """The task card of a built task: its statistics and each landmark family's score (higher is better, the
+    metric's sign applied; ``None`` where the family's estimator fails on the task, as a script using it would).
+
+    Reads ``public/train.csv`` only (what the agent's script reads). Landmarks exist for tabular tasks.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from wmrl.autoresearch.tasks.card import column_kinds
+    from wmrl.autoresearch.tasks.metrics import METRICS
+
+    spec = task.spec
+    train = pd.read_csv(Path(task.root) / "public" / "train.csv")
+    target = spec.target[0]
+    features = train.drop(columns=[c for c in (*spec.target, "id") if c in train.columns])
+    kinds = column_kinds(features, ())
+    classify = spec.type in ("binary", "multiclass", "ordinal")
+    counts = train[target].value_counts(normalize=True) if classify else None
+    card: dict[str, Any] = {
+        "type": spec.type,
+        "log_rows": math.log10(max(len(train), 1)),
+        "log_columns": math.log10(max(features.shape[1], 1)),
+        "categorical_share": sum(k == "categorical" for k in kinds.values()) / max(len(kinds), 1),
+        "classes": float(len(counts)) if counts is not None else 0.0,
+        "minority_share": float(counts.min()) if counts is not None else 0.0,
+        "probability_metric": float(METRICS[spec.metric].prediction == "probability"),
+        "landmarks": {},
+    }
+    if spec.type not in TABULAR:
+        return card
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.model_selection import KFold, StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    rows = np.sort(rng.permutation(len(train))[:LANDMARK_ROWS])
+    x, y = features.iloc[rows].reset_index(drop=True), train[target].iloc[rows].reset_index(drop=True)
+    numeric = [c for c, k in kinds.items() if k == "numeric"]
+    categorical = [c for c, k in kinds.items() if k == "categorical"]
+    x = x.astype({c: str for c in categorical})
+    preprocess = ColumnTransformer([
+        ("numeric", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), numeric),
+        ("categorical", OneHotEncoder(handle_unknown="ignore", max_categories=20), categorical),
+    ])
+    metric = METRICS[spec.metric]
+    stratified = classify and counts is not None and int(y.value_counts().min()) >= LANDMARK_FOLDS
+    folds = (StratifiedKFold if stratified else KFold)(LANDMARK_FOLDS, shuffle=True, random_state=0)
+    for family, (classifier, regressor) in LANDMARKS.items():
+        where = classifier if classify else regressor
+        if where is None:
+            continue
+        scores = []
+        try:
+            for fit, val in folds.split(x, y if stratified else None):
+                model = make_pipeline(preprocess, _estimator(where))
+                # one thread, as a sandboxed run has: OpenMP's threads on a busy 2-core host cost 10x on boosting
+                with warnings.catch_warnings(), threadpool_limits(1):
+                    warnings.simplefilter("ignore")
+                    model.fit(x.iloc[fit], y.iloc[fit])
+                    if metric.prediction == "probability":  # as the starters predict (their predict() helper)
+                        prediction = model.predict_proba(x.iloc[val])[:, 1]
+                    elif metric.prediction == "positive":
+                        prediction = np.maximum(model.predict(x.iloc[val]), 1e-3)
+                    else:
+                        prediction = model.predict(x.iloc[val])
+                    score = metric.fn(pd.DataFrame({target: y.iloc[val].to_numpy()}), np.asarray(prediction))
+                if not math.isfinite(score):
+                    raise ValueError("non-finite score")
+                scores.append(score if metric.higher_is_better else -score)
+            card["landmarks"][family] = float(np.mean(scores))
+        except Exception:  # noqa: BLE001 -- a family that fails here fails in the script too: that is the signal
+            card["landmarks"][family] = None
+    return card
+
+
+def card_features(card: dict[str, Any]) -> dict[str, float]:
+    """The task card as features: type one-hot, statistics, the landmarks' spread and the best family's gain
+    over the linear starter's, in units of the spread."""
+    import numpy as np
+
+    out = {f"type_{t}": float(card["type"] == t) for t in TABULAR}
+    out.update({k: float(card[k]) for k in ("log_rows", "log_columns", "categorical_share", "classes",
+                                               "minority_share", "probability_metric")})
+    values = [v for v in card["landmarks"].values() if v is not None]
+    spread = float(np.std(values)) if len(values) >= 2 else math.nan
+    linear = card["landmarks"].get("linear")
+    out["landmark_spread"] = spread
+    out["best_landmark_gain"] = (max(values) - linear) / spread if values and linear is not None and spread > 0 \
+        else math.nan
+    return out
+
+
+def landmark_features(card: dict[str, Any], families: set[str]) -> dict[str, float]:
+    """Where the script's families stand among the task's landmarks: z-score, rank (1 = best), gain over the
+    linear starter's landmark (in units of the spread), and whether a family of it failed its landmark."""
+    import numpy as np
+
+    landmarks = card["landmarks"]
+    mine = [landmarks[f] for f in families if f in landmarks]
+    values = [v for v in landmarks.values() if v is not None]
+    out = {"landmark_z": math.nan, "landmark_rank": math.nan, "landmark_gain_over_starter": math.nan,
+           "landmark_failed": float(any(v is None for v in mine))}
+    scored = [v for v in mine if v is not None]
+    if not scored or len(values) < 2:
+        return out
+    value, mean, spread = float(np.mean(scored)), float(np.mean(values)), float(np.std(values))
+    out["landmark_rank"] = sum(v <= value for v in values) / len(values)
+    if spread > 0:
+        out["landmark_z"] = (value - mean) / spread
+        linear = landmarks.get("linear")
+        if linear is not None:
+            out["landmark_gain_over_starter"] = (value - linear) / spread
+    return out
+
+
+class TaskAwareWorldModel:
+    """A world model over the task card and the code (see the module docstring).
+
+    Args:
+        pretrained: a file written by :meth:`save` (``benchmarks/pretrain_world_model.py --task-aware`` builds
+            one from the ``world_model`` split's executions): examples and regressor, loaded before the first step.
+        warm_start: execution logs (JSONL) to learn from before the first step.
+        min_examples: examples before the regressor answers; the prior until then.
+        refit_every: refit after this many new examples.
+        capacity: FIFO cap on the examples kept.
+        recall: answer a script an anchor already executed on the same task with that anchor's real reward.
+        suite: the task suite (default: the shipped catalogue).
+        cache_cards: keep each task's card in ``<suite cache>/task_cards/<task>-<data hash>.json`` (landmarks are
+            deterministic for a task's data).
+        landmarks: use the landmarks (``False``: the card's statistics and the code only; what the landmarks add
+            is measured with it, ``benchmarks/world_model_fidelity.py --unseen``).
+    """
+
+    source = Source.WORLD_MODEL
+
+    def __init__(self, pretrained: str | None = None, warm_start: list[str] | None = None, min_examples: int = 16,
+                 refit_every: int = 8, capacity: int = 8192, recall: bool = True,
+                 suite: TaskSuite | Any | None = None, cache_cards: bool = True, landmarks: bool = True) -> None:
+        for key, (value, least) in {"min_examples": (min_examples, 2), "refit_every": (refit_every, 1),
+                                    "capacity": (capacity, 2)}.items():
+            if value < least:
+                raise ValueError(f"TaskAwareWorldModel {key} must be >= {least} (got {value})")
+        self.pretrained, self.warm_start = pretrained, list(warm_start or [])
+        self.min_examples, self.refit_every, self.capacity, self.recall = min_examples, refit_every, capacity, recall
+        self._suite, self.cache_cards, self.landmarks = suite, cache_cards, landmarks
+        self._starter_of: Callable[[str], str] | None = None
+        self.cards: dict[str, dict] = {}
+        self.examples: list[list[float]] = []  # feature vector, real reward
+        self.keys: list[str] = []  # recall key of each example
+        self.tasks: list[str] = []  # its task (hashed)
+        self.regressor: Any = None
+        self.error_variance = MAX_VARIANCE
+        self.pretrained_meta: dict = {}
+        self._ready = False
+        self.since_fit = self.refits = self.calls = self.recalled = self.untrained_answers = 0
+        self.seconds = self.card_seconds = 0.0
+
+    @property
+    def suite(self) -> TaskSuite | Any:
+        if self._suite is None:
+            from wmrl.autoresearch.tasks.suite import TaskSuite
+
+            self._suite = TaskSuite()
+        return self._suite
+
+    def compare_with(self, starter: Callable[[str], str]) -> None:
+        """Read scripts against ``starter(task_id)``, the starter the agent is shown."""
+        self._starter_of = starter
+
+    def _starter(self, task_id: str) -> str:
+        return self._starter_of(task_id) if self._starter_of is not None else self.suite.get(task_id).starter
+
+    def card(self, task_id: str) -> dict:
+        """The task's card (computed once; its seconds are added to :attr:`card_seconds`)."""
+        if task_id not in self.cards:
+            import json
+
+            task = self.suite.get(task_id)
+            digest = hashlib.sha256(json.dumps(task.data_sha256, sort_keys=True).encode()).hexdigest()[:16]
+            path = Path(self.suite.cache_dir) / "task_cards" / f"{task_id}-{digest}.json"
+            if self.cache_cards and path.is_file():
+                self.cards[task_id] = json.loads(path.read_text())
+            else:
+                start = time.perf_counter()
+                card = task_card(task)
+                card["seconds"] = time.perf_counter() - start
+                self.card_seconds += card["seconds"]
+                self.cards[task_id] = card
+                if self.cache_cards:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(json.dumps(card))
+        return self.cards[task_id]
+
+    def features(self, task_id: str, script: str) -> list[float]:
+        """The feature vector (:data:`FEATURES`) of ``script`` on ``task_id``."""
+        card = self.card(task_id)
+        if not self.landmarks:
+            card = {**card, "landmarks": {}}
+        changed = changed_part(executed_form(script), executed_form(self._starter(task_id)))
+        row = {**card_features(card), **code_features(changed, script, card["type"])}
+        families = {f for f in FAMILY_NAMES if row[f"family_{f}"]}
+        row.update(landmark_features(card, families))
+        return [row[name] for name in FEATURES]
+
+    def key(self, task_id: str, script: str) -> str:
+        """What recall matches: the task and the changed part as it executes."""
+        changed = changed_part(executed_form(script), executed_form(self._starter(task_id)))
+        return hashlib.sha256(f"{task_id}\n{changed}".encode()).hexdigest()[:KEY_HEX]
+
+    # -- learning --------------------------------------------------------------------------------------
+    def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        self._ready = True
+        if self.pretrained is not None and not self.examples:
+            self._load_pretrained(self.pretrained)
+        if self.warm_start:
+            known = {spec.id for spec in self.suite.specs()}
+            records = [r for path in self.warm_start for r in read_executions(path) if r[0] in known]
+            self.learn([r[0] for r in records], [r[1] for r in records], [r[2] for r in records])
+
+    def example_rows(self, task_ids: Sequence[str], scripts: Sequence[str], outcomes: Sequence[Outcome]) -> torch.Tensor:
+        """``[n, len(FEATURES) + 13]`` float64 rows of the learnable outcomes (real, not missing, not gated): the
+        features, the real reward, the recall key and the task as 16-bit words (numbers, so ranks can gather them)."""
+        import torch
+
+        keep = [i for i, o in enumerate(outcomes) if o.source is Source.REAL and o.reward is not None
+                and o.status not in (Status.MALFORMED, Status.SYNTAX_ERR, Status.INFRA_ERROR)]
+        rows = []
+        for i in keep:
+            words = _words(self.key(task_ids[i], scripts[i])) + _words(_task_hex(task_ids[i]))
+            rows.append([*self.features(task_ids[i], scripts[i]), float(outcomes[i].reward), *words])
+        return torch.tensor(rows, dtype=torch.float64).reshape(len(rows), len(FEATURES) + 1 + (KEY_HEX + TASK_HEX) // 4)
+
+    def learn(self, task_ids: Sequence[str], scripts: Sequence[str], outcomes: Sequence[Outcome],
+              gather: Callable[[torch.Tensor], torch.Tensor] | None = None) -> bool:
+        """Add the learnable outcomes as examples (every rank's when ``gather`` is given); refit on cadence."""
+        rows = self.example_rows(task_ids, scripts, outcomes)
+        if gather is not None:
+            rows = gather(rows)
+        n, k = len(FEATURES) + 1, KEY_HEX // 4
+        for row in rows.tolist():
+            self.examples.append(row[:n])
+            self.keys.append(_hex(row[n : n + k]))
+            self.tasks.append(_hex(row[n + k :]))
+        del self.examples[: -self.capacity], self.keys[: -self.capacity], self.tasks[: -self.capacity]
+        self.since_fit += len(rows)
+        if len(rows) and (self.since_fit >= self.refit_every or self.regressor is None):
+            return self.refit()
+        return False
+
+    def observe(self, requests: Sequence[StepRequest], outcomes: Sequence[Outcome],
+                gather: Callable[[torch.Tensor], torch.Tensor] | None = None) -> bool:
+        """Learn from the anchors' real outcomes, after they were side-graded."""
+        self._ensure_ready()
+        start = time.perf_counter()
+        refit = self.learn([r.task_id for r in requests], [r.code or "" for r in requests], outcomes, gather)
+        self.seconds += time.perf_counter() - start
+        return refit
+
+    def refit(self) -> bool:
+        """Fit the regressor on every example (needs ``min_examples``), and its error variance out of fold."""
+        import numpy as np
+
+        if len(self.examples) < self.min_examples:
+            return False
+        data = np.asarray(self.examples, dtype=float)
+        x, y = _missing_as_value(data[:, :-1]), data[:, -1]
+        self.regressor = _regressor().fit(x, y)
+        self.error_variance = min(out_of_fold_variance(x, y, self.tasks), MAX_VARIANCE)
+        self.since_fit = 0
+        self.refits += 1
+        return True
+
+    # -- the environment protocol ----------------------------------------------------------------------
+    def predict(self, task_ids: Sequence[str], scripts: Sequence[str]) -> np.ndarray:
+        """The regressor's reward for each script (no recall, no gate): what :meth:`step_many` answers with."""
+        import numpy as np
+
+        x = np.asarray([self.features(t, s) for t, s in zip(task_ids, scripts, strict=True)], dtype=float)
+        return np.clip(self.regressor.predict(_missing_as_value(x)), 0.0, 1.0)
+
+    def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:
+        """Predict the outcome of each turn's code (gated ones without a model call)."""
+        import numpy as np
+
+        outcomes, todo = gate(requests)
+        if not todo:
+            return outcomes  # type: ignore[return-value]
+        self._ensure_ready()
+        start = time.perf_counter()
+        memory: dict[str, list[float]] = {}
+        if self.recall:
+            for key, row in zip(self.keys, self.examples, strict=True):
+                memory.setdefault(key, []).append(row[-1])
+        predictions = None
+        if self.regressor is not None:
+            predictions = self.predict([requests[i].task_id for i in todo], [requests[i].code or "" for i in todo])
+        for k, i in enumerate(todo):
+            seen = memory.get(self.key(requests[i].task_id, requests[i].code or "")) if self.recall else None
+            if seen:
+                self.recalled += 1
+                outcomes[i] = _outcome(float(np.mean(seen)), max(float(np.var(seen)), 1e-4),
+                                       f"an anchor executed this script on this task ({len(seen)}x)")
+            elif predictions is not None:
+                outcomes[i] = _outcome(float(predictions[k]), self.error_variance, "predicted from the task card")
+            else:
+                outcomes[i] = self._prior()
+        self.seconds += time.perf_counter() - start
+        self.calls += len(todo)
+        return outcomes  # type: ignore[return-value]
+
+    def _prior(self) -> Outcome:
+        from wmrl.autoresearch.environments.learned import UNTRAINED_FLAG
+
+        self.untrained_answers += 1
+        seen = [row[-1] for row in self.examples]
+        return Outcome(status=Status.RUNTIME_ERR, reward=float(sum(seen) / len(seen)) if seen else FALLBACK_REWARD,
+                       feedback="Simulated execution (task-aware world model): not enough real executions seen yet.",
+                       source=Source.WORLD_MODEL, error="world_model: untrained", flags=(UNTRAINED_FLAG,),
+                       variance=MAX_VARIANCE)
+
+    def metrics(self) -> dict[str, float]:
+        """Logged as ``world_model/*``: examples, refits, recalled answers, the card's seconds."""
+        return {"parse_failures": 0.0, "examples": float(len(self.examples)), "refits": float(self.refits),
+                "recalled": float(self.recalled), "card_seconds": self.card_seconds}
+
+    # -- a pretrained model ----------------------------------------------------------------------------
+    def save(self, path: str | Path, meta: dict | None = None) -> Path:
+        """Write the examples (the regressor is refit from them on load) and ``meta`` (e.g. the build's cost)."""
+        import torch
+
+        if self.regressor is None:
+            raise ValueError(f"TaskAwareWorldModel.save: nothing learned yet (it needs {self.min_examples} examples)")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"format": PRETRAINED_FORMAT, "features": list(FEATURES), "examples": self.examples,
+                    "keys": self.keys, "tasks": self.tasks, "meta": dict(meta or {})}, path)
+        return path
+
+    def _load_pretrained(self, path: str) -> None:
+        import torch
+
+        where = f"TaskAwareWorldModel pretrained={path!r} (world_model.init_args.pretrained)"
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{where}: no such file; build one with `python benchmarks/pretrain_world_model.py "
+                                    "--task-aware` or drop the key to start from anchors alone")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a truncated file, a pickle that is not ours
+            raise ValueError(f"{where}: not a file written by TaskAwareWorldModel.save ({exc})") from exc
+        if not isinstance(state, dict) or state.get("format") != PRETRAINED_FORMAT or \
+                state.get("features") != list(FEATURES):
+            raise ValueError(f"{where}: not a file written by this version of TaskAwareWorldModel.save (its format "
+                             "or features differ): rebuild it with `python benchmarks/pretrain_world_model.py "
+                             "--task-aware`")
+        self.examples, self.keys, self.tasks = [list(r) for r in state["examples"]], list(state["keys"]), list(state["tasks"])
+        self.pretrained_meta = dict(state.get("meta") or {})
+        self.refit()
+        log.info("TaskAwareWorldModel: %d pretrained examples from %s", len(self.examples), path)
+
+    # -- checkpointing ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"examples": self.examples, "keys": self.keys, "tasks": self.tasks, "since_fit": self.since_fit, "refits": self.refits,
+                "cards": self.cards, "ready": self._ready}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.examples, self.keys, self.tasks = [list(r) for r in state["examples"]], list(state["keys"]), list(state["tasks"])
+        self.cards, self._ready = dict(state["cards"]), state["ready"]
+        refits = state["refits"]
+        self.regressor = None
+        if self.examples:
+            self.refit()
+        self.since_fit, self.refits = state["since_fit"], refits
+
+
+def _task_hex(task_id: str) -> str:
+    return hashlib.sha256(task_id.encode()).hexdigest()[:TASK_HEX]
+
+
+def _words(hex_digits: str) -> list[float]:
+    return [float(int(hex_digits[k : k + 4], 16)) for k in range(0, len(hex_digits), 4)]
+
+
+def _hex(words: Sequence[float]) -> str:
+    return "".join(f"{int(w):04x}" for w in words)
+
+
+MISSING = -10.0  # a missing feature (no landmark, a failed one) as a value below every real one
+
+
+def _missing_as_value(x: np.ndarray) -> np.ndarray:
+    """NaN features as :data:`MISSING`: a tree splits them off as its own bin (scikit-learn's own NaN bins fail
+    to fit on a handful of rows whose column is all NaN, as a run's first anchors on one task can be)."""
+    import numpy as np
+
+    return np.nan_to_num(x, nan=MISSING)
+
+
+def _regressor():
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(max_iter=200, learning_rate=0.05, max_depth=3, min_samples_leaf=8,
+                                         l2_regularization=1.0, random_state=0)
+
+
+def out_of_fold_variance(x: np.ndarray, y: np.ndarray, groups: Sequence[str], folds: int = 5) -> float:
+    """Mean squared error of the regressor on examples it was not fitted on, folds by ``groups`` (the task, so
+    this is the error on a task it did not see); the examples' variance when there are too few groups."""
+    import numpy as np
+
+    names = sorted(set(groups))
+    if len(names) < 2:
+        return float(np.var(y))
+    fold_of = {g: k % folds for k, g in enumerate(names)}
+    fold = np.array([fold_of[g] for g in groups])
+    errors = np.zeros(len(y))
+    for k in set(fold.tolist()):
+        inside = fold != k
+        errors[~inside] = _regressor().fit(x[inside], y[inside]).predict(x[~inside]) - y[~inside]
+    return float(np.mean(errors**2))
+
+
+def _outcome(reward: float, variance: float, why: str) -> Outcome:
+    """A predicted outcome on the reward ladder (>= 0.5: a valid submission at position ``2 * reward - 1``)."""
+    reward = min(max(reward, 0.0), 1.0)
+    valid = reward >= 0.5
+    return Outcome(status=Status.VALID if valid else Status.RUNTIME_ERR, reward=reward,
+                   position=2 * reward - 1 if valid else None,
+                   feedback=f"Simulated execution (task-aware world model, {why}): reward {reward:.2f}",
+                   source=Source.WORLD_MODEL, variance=min(variance, MAX_VARIANCE))
