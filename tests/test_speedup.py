@@ -312,6 +312,7 @@ def test_the_quality_checks_read_best_of_k_per_task_and_the_equal_budget_differe
     assert "## The warm-started policy" in (results / "RESULTS-quality.md").read_text()
     tasks = record["arms"]["real_grpo"]["per_task"]
     assert (tasks["a"]["best_of_k_start"], tasks["a"]["best_of_k"]) == (0.4, 0.9)
+    assert not tasks["a"]["at_ceiling"]
     assert tasks["a"]["best_of_k_gain"]["low"] > 0 and tasks["b"]["best_of_k_gain"]["low"] > 0
     assert tasks["c"]["best_of_k_gain"]["point"] == pytest.approx(0.7) and tasks["c"]["best_of_k_gain"]["low"] == 0
     assert record["arms"]["real_grpo"]["difference_to_equal_budget"]["low"] > 0
@@ -457,3 +458,10 @@ def test_the_suite_quality_arms_train_on_every_tabular_task_with_the_task_aware_
     for c in cli.trainer.callbacks:
         if isinstance(c, WorldModelReward):
             assert isinstance(c.world_model, TaskAwareWorldModel) and Path(c.world_model.pretrained).is_file()
+
+
+def test_a_task_whose_start_already_tops_the_leaderboard_is_reported_without_room():
+    rows = speedup.per_task({"full": [1.0, 0.2, 0.4], "room": [0.5, 0.2, 0.4]},
+                            {"full": [1.0, 0.6, 0.4], "room": [0.9, 0.2, 0.4]})
+    assert rows["full"]["at_ceiling"] and rows["full"]["best_of_k_gain"]["point"] == 0.0
+    assert not rows["room"]["at_ceiling"] and rows["room"]["best_of_k_gain"]["point"] == pytest.approx(0.4)

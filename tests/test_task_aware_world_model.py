@@ -167,3 +167,13 @@ def test_the_out_of_fold_variance_is_the_error_on_tasks_left_out():
     noise = out_of_fold_variance(x, rng.permutation(y), groups)
     assert learnable < noise and learnable < np.var(y)
     assert out_of_fold_variance(x, y, ["one"] * 60) == pytest.approx(np.var(y))
+
+
+def test_a_cached_card_is_read_not_recomputed_and_its_cost_still_reported(tiny_suite):
+    first = TaskAwareWorldModel(suite=tiny_suite, cache_cards=True)
+    card = first.card("tiny_iris")
+    assert first.card_seconds > 0 and first.card_seconds_cached == 0
+    second = TaskAwareWorldModel(suite=tiny_suite, cache_cards=True)
+    assert second.card("tiny_iris") == card
+    assert second.card_seconds == 0 and second.card_seconds_cached == pytest.approx(card["seconds"])
+    assert second.metrics()["card_seconds_cached"] == pytest.approx(card["seconds"])

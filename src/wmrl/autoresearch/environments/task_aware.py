@@ -345,6 +345,7 @@ class TaskAwareWorldModel:
         self._ready = False
         self.since_fit = self.refits = self.calls = self.recalled = self.untrained_answers = 0
         self.seconds = self.card_seconds = 0.0
+        self.card_seconds_cached = 0.0  # what the cards read from the cache cost when they were computed
 
     @property
     def suite(self) -> TaskSuite | Any:
@@ -362,7 +363,8 @@ class TaskAwareWorldModel:
         return self._starter_of(task_id) if self._starter_of is not None else self.suite.get(task_id).starter
 
     def card(self, task_id: str) -> dict:
-        """The task's card (computed once; its seconds are added to :attr:`card_seconds`)."""
+        """The task's card, computed once (its seconds added to :attr:`card_seconds`) or read from the cache (the
+        seconds it cost then added to :attr:`card_seconds_cached`: a run that reuses cards still reports them)."""
         if task_id not in self.cards:
             import json
 
@@ -371,6 +373,7 @@ class TaskAwareWorldModel:
             path = Path(self.suite.cache_dir) / "task_cards" / f"{task_id}-{digest}.json"
             if self.cache_cards and path.is_file():
                 self.cards[task_id] = json.loads(path.read_text())
+                self.card_seconds_cached += float(self.cards[task_id].get("seconds", 0.0))
             else:
                 start = time.perf_counter()
                 card = task_card(task)
@@ -512,9 +515,11 @@ class TaskAwareWorldModel:
                        variance=MAX_VARIANCE)
 
     def metrics(self) -> dict[str, float]:
-        """Logged as ``world_model/*``: examples, refits, recalled answers, the card's seconds."""
+        """Logged as ``world_model/*``: examples, refits, recalled answers, the cards' seconds (computed in this run,
+        and read from the cache at what they cost when computed)."""
         return {"parse_failures": 0.0, "examples": float(len(self.examples)), "refits": float(self.refits),
-                "recalled": float(self.recalled), "card_seconds": self.card_seconds}
+                "recalled": float(self.recalled), "card_seconds": self.card_seconds,
+                "card_seconds_cached": self.card_seconds_cached}
 
     # -- a pretrained model ----------------------------------------------------------------------------
     def save(self, path: str | Path, meta: dict | None = None) -> Path:
