@@ -27,6 +27,10 @@ def test_tasks_list_and_show(run_cli):
     assert {t["id"] for t in json.loads(out)} == {"tiny_iris", "tiny_diabetes"}
     code, out, _ = run_cli("tasks", "show", "tiny_iris", "--json")
     assert code == 0 and json.loads(out)["metric"] == "accuracy"
+    code, out, _ = run_cli("tasks", "list")  # the table's title counts the splits a new user will meet
+    assert code == 0 and "2 tasks: 1 train, 1 smoke" in out
+    code, out, _ = run_cli("tasks", "list", "--split", "train")
+    assert code == 0 and "1 task" in out and "1 tasks" not in out and "1 train," not in out
 
 
 def test_exec_prints_the_outcome(run_cli, tmp_path, process_sandbox):

@@ -105,7 +105,8 @@ def cmd_tasks_list(args) -> None:
         return
     counts = Counter(s.split for s in specs)
     by_split = ", ".join(f"{counts[name]} {name}" for name in SPLITS if counts[name])
-    table = Table(title=f"{len(specs)} tasks" + (f": {by_split}" if len(counts) > 1 else ""))
+    noun = "task" if len(specs) == 1 else "tasks"
+    table = Table(title=f"{len(specs)} {noun}" + (f": {by_split}" if len(counts) > 1 else ""))
     for col in ("id", "split", "type", "metric", "source", "budget", "heavy", "recorded"):
         table.add_column(col)
     for s in specs:
