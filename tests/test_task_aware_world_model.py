@@ -177,3 +177,16 @@ def test_a_cached_card_is_read_not_recomputed_and_its_cost_still_reported(tiny_s
     assert second.card("tiny_iris") == card
     assert second.card_seconds == 0 and second.card_seconds_cached == pytest.approx(card["seconds"])
     assert second.metrics()["card_seconds_cached"] == pytest.approx(card["seconds"])
+
+
+def test_it_meets_the_world_model_contract_with_its_capabilities(tiny_suite):
+    """``wmrl.testing.check_world_model``: the gate answers 0.0 without a model call, every turn gets an outcome;
+    and it declares what WorldModelReward uses: learning from anchors, checkpoints, metrics, the shown starter."""
+    from wmrl.callbacks import WorldModelReward
+    from wmrl.testing import check_world_model
+
+    model = TaskAwareWorldModel(suite=tiny_suite, cache_cards=False)
+    report = check_world_model(model, task_id="tiny_iris")
+    assert report.problems == []
+    assert {"LearnsFromAnchors", "Checkpointable", "ReportsMetrics", "ComparesWithStarter"} <= set(report.capabilities)
+    assert WorldModelReward(model).world_model is model
