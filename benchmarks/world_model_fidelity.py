@@ -259,8 +259,11 @@ def unseen_main(args) -> dict:
 
     suite = TaskSuite()
     split_of = {spec.id: spec.split for spec in suite.specs()}
-    learnable = lambda records: [r for r in records if r[2].reward is not None and r[2].status.value not in  # noqa: E731
-                                 ("malformed", "syntax_err", "infra_error")]
+
+    def learnable(records):  # what a world model learns from: real outcomes, not missing, not gated
+        return [r for r in records if r[2].reward is not None and r[2].status.value not in
+                ("malformed", "syntax_err", "infra_error")]
+
     pretrain = learnable([r for path in args.unseen for r in read_executions(path)])
     outside = sorted({t for t, _, _ in pretrain if split_of.get(t) != "world_model"})
     if outside:
@@ -284,10 +287,7 @@ def unseen_main(args) -> dict:
     blind = family_baseline(pretrain, suite, starters["score"])
 
     def fresh_task_aware():
-        copy = TaskAwareWorldModel(suite=suite, cache_cards=False)
-        copy.cards, copy._starter_of, copy._ready = task_aware.cards, task_aware._starter_of, True
-        copy.examples, copy.keys, copy.tasks = list(task_aware.examples), list(task_aware.keys), list(task_aware.tasks)
-        copy.regressor, copy.error_variance = task_aware.regressor, task_aware.error_variance
+        copy = task_aware.copy()
         copy.since_fit = copy.refit_every  # the anchors refit it
         return copy
 

@@ -190,3 +190,16 @@ def test_it_meets_the_world_model_contract_with_its_capabilities(tiny_suite):
     assert report.problems == []
     assert {"LearnsFromAnchors", "Checkpointable", "ReportsMetrics", "ComparesWithStarter"} <= set(report.capabilities)
     assert WorldModelReward(model).world_model is model
+
+
+def test_a_copy_learns_on_its_own(tiny_suite):
+    model = TaskAwareWorldModel(suite=tiny_suite, min_examples=2, refit_every=1, cache_cards=False)
+    first = script(tiny_suite, "tiny_iris", "SVC()")
+    model.observe([StepRequest("tiny_iris", first, "")], [valid(0.6)])
+    copy = model.copy()
+    second = script(tiny_suite, "tiny_iris", "KNeighborsClassifier(n_neighbors=3)")
+    copy.observe([StepRequest("tiny_iris", second, "")], [valid(0.9)])
+    assert len(copy.examples) == 2 and len(model.examples) == 1
+    assert copy.step_many([StepRequest("tiny_iris", second, "")])[0].reward == pytest.approx(0.9)  # recalled
+    assert "an anchor executed" not in model.step_many([StepRequest("tiny_iris", second, "")])[0].feedback
+    assert model.recalled == 0 and copy.recalled == 1

@@ -89,6 +89,27 @@ def changed_part(code: str, starter: str) -> str:
     return "".join(lines[same:]) or UNCHANGED
 
 
+def read_pretrained(path: str | Path, owner: str, expected_format: int, build: str) -> dict:
+    """The state a world model's ``save`` wrote to ``path`` (``owner`` names the class in errors, ``build`` the
+    command that makes one); a missing file, a file that does not load or one of another format is an error that
+    names the config key and the fix."""
+    import torch
+
+    where = f"{owner} pretrained={str(path)!r} (world_model.init_args.pretrained)"
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{where}: no such file; build one with `{build}` or drop the key to start from "
+                                "anchors alone")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated file, a pickle that is not ours
+        raise ValueError(f"{where}: not a file written by {owner}.save ({exc})") from exc
+    if not isinstance(state, dict) or state.get("format") != expected_format:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"{where}: not a file written by {owner}.save (format {found!r}, expected "
+                         f"{expected_format}): rebuild it with `{build}`")
+    return state
+
+
 def read_executions(path: str | Path) -> list[tuple[str, str, Outcome]]:
     """``(task_id, script, outcome)`` of every record in an execution log (``wmrl`` execution log or the JSONL
     of ``benchmarks/base_policy.py``)."""
@@ -442,18 +463,8 @@ class LearnedWorldModel:
     def _load_pretrained(self, path: str) -> None:
         import torch
 
+        state = read_pretrained(path, "LearnedWorldModel", PRETRAINED_FORMAT, "python benchmarks/pretrain_world_model.py")
         where = f"LearnedWorldModel pretrained={path!r} (world_model.init_args.pretrained)"
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"{where}: no such file; build one with `python benchmarks/pretrain_world_model.py` "
-                                    "or drop the key to start from anchors alone")
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # a truncated file, a pickle that is not ours
-            raise ValueError(f"{where}: not a file written by LearnedWorldModel.save ({exc})") from exc
-        if not isinstance(state, dict) or state.get("format") != PRETRAINED_FORMAT:
-            raise ValueError(f"{where}: not a file written by LearnedWorldModel.save (format "
-                             f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}, "
-                             f"expected {PRETRAINED_FORMAT})")
         if state["encoder"] != self.encoder_name or state["dim"] != self.dim:
             raise ValueError(f"{where}: built with encoder {state['encoder']!r} ({state['dim']} dims), this model "
                              f"uses {self.encoder_name!r} ({self.dim} dims): set world_model.init_args.encoder to "

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wmrl.autoresearch.environments.executed_form import executed_form
-from wmrl.autoresearch.environments.learned import changed_part, read_executions
+from wmrl.autoresearch.environments.learned import changed_part, read_executions, read_pretrained
 from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
 from wmrl.types import Outcome, Source, Status
 
@@ -335,6 +335,8 @@ class TaskAwareWorldModel:
         self.min_examples, self.refit_every, self.capacity, self.recall = min_examples, refit_every, capacity, recall
         self._suite, self.cache_cards, self.landmarks = suite, cache_cards, landmarks
         self._starter_of: Callable[[str], str] | None = None
+        self._starter_forms: dict[str, str] = {}  # task -> its starter as it executes (what scripts differ from)
+        self._memory: dict[str, list[float]] | None = None  # recall key -> real rewards; rebuilt after learning
         self.cards: dict[str, dict] = {}
         self.examples: list[list[float]] = []  # feature vector, real reward
         self.keys: list[str] = []  # recall key of each example
@@ -358,6 +360,7 @@ class TaskAwareWorldModel:
     def compare_with(self, starter: Callable[[str], str]) -> None:
         """Read scripts against ``starter(task_id)``, the starter the agent is shown."""
         self._starter_of = starter
+        self._starter_forms.clear()
 
     def _starter(self, task_id: str) -> str:
         return self._starter_of(task_id) if self._starter_of is not None else self.suite.get(task_id).starter
@@ -385,21 +388,40 @@ class TaskAwareWorldModel:
                     path.write_text(json.dumps(card))
         return self.cards[task_id]
 
+    def copy(self) -> TaskAwareWorldModel:
+        """A copy with its own examples that shares this one's cards, starter and fitted regressor until it refits:
+        what the copy learns next leaves this one as it is."""
+        self._ensure_ready()
+        other = TaskAwareWorldModel(None, None, self.min_examples, self.refit_every, self.capacity, self.recall,
+                                    self._suite, self.cache_cards, self.landmarks)
+        other.cards, other._starter_of, other._starter_forms, other._ready = self.cards, self._starter_of, \
+            dict(self._starter_forms), True
+        other.examples, other.keys, other.tasks = list(self.examples), list(self.keys), list(self.tasks)
+        other.regressor, other.error_variance, other.since_fit = self.regressor, self.error_variance, self.since_fit
+        return other
+
+    def _changed(self, task_id: str, script: str) -> str:
+        """What ``script`` changes against the task's starter, both read as they execute."""
+        if task_id not in self._starter_forms:
+            self._starter_forms[task_id] = executed_form(self._starter(task_id))
+        return changed_part(executed_form(script), self._starter_forms[task_id])
+
     def features(self, task_id: str, script: str) -> list[float]:
         """The feature vector (:data:`FEATURES`) of ``script`` on ``task_id``."""
+        return self._features(task_id, script, self._changed(task_id, script))
+
+    def key(self, task_id: str, script: str) -> str:
+        """What recall matches: the task and the changed part as it executes."""
+        return _key(task_id, self._changed(task_id, script))
+
+    def _features(self, task_id: str, script: str, changed: str) -> list[float]:
         card = self.card(task_id)
         if not self.landmarks:
             card = {**card, "landmarks": {}}
-        changed = changed_part(executed_form(script), executed_form(self._starter(task_id)))
         row = {**card_features(card), **code_features(changed, script, card["type"])}
         families = {f for f in FAMILY_NAMES if row[f"family_{f}"]}
         row.update(landmark_features(card, families))
         return [row[name] for name in FEATURES]
-
-    def key(self, task_id: str, script: str) -> str:
-        """What recall matches: the task and the changed part as it executes."""
-        changed = changed_part(executed_form(script), executed_form(self._starter(task_id)))
-        return hashlib.sha256(f"{task_id}\n{changed}".encode()).hexdigest()[:KEY_HEX]
 
     # -- learning --------------------------------------------------------------------------------------
     def _ensure_ready(self) -> None:
@@ -422,8 +444,9 @@ class TaskAwareWorldModel:
                 and o.status not in (Status.MALFORMED, Status.SYNTAX_ERR, Status.INFRA_ERROR)]
         rows = []
         for i in keep:
-            words = _words(self.key(task_ids[i], scripts[i])) + _words(_task_hex(task_ids[i]))
-            rows.append([*self.features(task_ids[i], scripts[i]), float(outcomes[i].reward), *words])
+            changed = self._changed(task_ids[i], scripts[i])
+            words = _words(_key(task_ids[i], changed)) + _words(_task_hex(task_ids[i]))
+            rows.append([*self._features(task_ids[i], scripts[i], changed), float(outcomes[i].reward), *words])
         return torch.tensor(rows, dtype=torch.float64).reshape(len(rows), len(FEATURES) + 1 + (KEY_HEX + TASK_HEX) // 4)
 
     def learn(self, task_ids: Sequence[str], scripts: Sequence[str], outcomes: Sequence[Outcome],
@@ -438,6 +461,7 @@ class TaskAwareWorldModel:
             self.keys.append(_hex(row[n : n + k]))
             self.tasks.append(_hex(row[n + k :]))
         del self.examples[: -self.capacity], self.keys[: -self.capacity], self.tasks[: -self.capacity]
+        self._memory = None
         self.since_fit += len(rows)
         if len(rows) and (self.since_fit >= self.refit_every or self.regressor is None):
             return self.refit()
@@ -469,10 +493,20 @@ class TaskAwareWorldModel:
     # -- the environment protocol ----------------------------------------------------------------------
     def predict(self, task_ids: Sequence[str], scripts: Sequence[str]) -> np.ndarray:
         """The regressor's reward for each script (no recall, no gate): what :meth:`step_many` answers with."""
+        return self._predict([self.features(t, s) for t, s in zip(task_ids, scripts, strict=True)])
+
+    def _predict(self, rows: Sequence[Sequence[float]]) -> np.ndarray:
         import numpy as np
 
-        x = np.asarray([self.features(t, s) for t, s in zip(task_ids, scripts, strict=True)], dtype=float)
-        return np.clip(self.regressor.predict(_missing_as_value(x)), 0.0, 1.0)
+        return np.clip(self.regressor.predict(_missing_as_value(np.asarray(rows, dtype=float))), 0.0, 1.0)
+
+    def memory(self) -> dict[str, list[float]]:
+        """Recall key -> the real rewards of the examples with that key (built once after each change)."""
+        if self._memory is None:
+            self._memory = {}
+            for key, row in zip(self.keys, self.examples, strict=True):
+                self._memory.setdefault(key, []).append(row[-1])
+        return self._memory
 
     def step_many(self, requests: Sequence[StepRequest]) -> list[Outcome]:
         """Predict the outcome of each turn's code (gated ones without a model call)."""
@@ -483,21 +517,22 @@ class TaskAwareWorldModel:
             return outcomes  # type: ignore[return-value]
         self._ensure_ready()
         start = time.perf_counter()
-        memory: dict[str, list[float]] = {}
-        if self.recall:
-            for key, row in zip(self.keys, self.examples, strict=True):
-                memory.setdefault(key, []).append(row[-1])
-        predictions = None
-        if self.regressor is not None:
-            predictions = self.predict([requests[i].task_id for i in todo], [requests[i].code or "" for i in todo])
+        asked = [(requests[i].task_id, requests[i].code or "") for i in todo]
+        changed = [self._changed(t, code) for t, code in asked]
+        memory = self.memory() if self.recall else {}
+        seen = [memory.get(_key(t, c)) for (t, _), c in zip(asked, changed, strict=True)]
+        unseen = [k for k, s in enumerate(seen) if not s]
+        predictions = {}
+        if self.regressor is not None and unseen:
+            rows = [self._features(*asked[k], changed[k]) for k in unseen]
+            predictions = dict(zip(unseen, self._predict(rows).tolist(), strict=True))
         for k, i in enumerate(todo):
-            seen = memory.get(self.key(requests[i].task_id, requests[i].code or "")) if self.recall else None
-            if seen:
+            if seen[k]:
                 self.recalled += 1
-                outcomes[i] = _outcome(float(np.mean(seen)), max(float(np.var(seen)), 1e-4),
-                                       f"an anchor executed this script on this task ({len(seen)}x)")
-            elif predictions is not None:
-                outcomes[i] = _outcome(float(predictions[k]), self.error_variance, "predicted from the task card")
+                outcomes[i] = _outcome(float(np.mean(seen[k])), max(float(np.var(seen[k])), 1e-4),
+                                       f"an anchor executed this script on this task ({len(seen[k])}x)")
+            elif k in predictions:
+                outcomes[i] = _outcome(predictions[k], self.error_variance, "predicted from the task card")
             else:
                 outcomes[i] = self._prior()
         self.seconds += time.perf_counter() - start
@@ -535,22 +570,13 @@ class TaskAwareWorldModel:
         return path
 
     def _load_pretrained(self, path: str) -> None:
-        import torch
-
-        where = f"TaskAwareWorldModel pretrained={path!r} (world_model.init_args.pretrained)"
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"{where}: no such file; build one with `python benchmarks/pretrain_world_model.py "
-                                    "--task-aware` or drop the key to start from anchors alone")
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # a truncated file, a pickle that is not ours
-            raise ValueError(f"{where}: not a file written by TaskAwareWorldModel.save ({exc})") from exc
-        if not isinstance(state, dict) or state.get("format") != PRETRAINED_FORMAT or \
-                state.get("features") != list(FEATURES):
-            raise ValueError(f"{where}: not a file written by this version of TaskAwareWorldModel.save (its format "
-                             "or features differ): rebuild it with `python benchmarks/pretrain_world_model.py "
-                             "--task-aware`")
+        build = "python benchmarks/pretrain_world_model.py --task-aware"
+        state = read_pretrained(path, "TaskAwareWorldModel", PRETRAINED_FORMAT, build)
+        if state.get("features") != list(FEATURES):
+            raise ValueError(f"TaskAwareWorldModel pretrained={path!r} (world_model.init_args.pretrained): written by "
+                             f"another version (its features differ): rebuild it with `{build}`")
         self.examples, self.keys, self.tasks = [list(r) for r in state["examples"]], list(state["keys"]), list(state["tasks"])
+        self._memory = None
         self.pretrained_meta = dict(state.get("meta") or {})
         self.refit()
         log.info("TaskAwareWorldModel: %d pretrained examples from %s", len(self.examples), path)
@@ -562,12 +588,18 @@ class TaskAwareWorldModel:
 
     def load_state_dict(self, state: dict) -> None:
         self.examples, self.keys, self.tasks = [list(r) for r in state["examples"]], list(state["keys"]), list(state["tasks"])
+        self._memory = None
         self.cards, self._ready = dict(state["cards"]), state["ready"]
         refits = state["refits"]
         self.regressor = None
         if self.examples:
             self.refit()
         self.since_fit, self.refits = state["since_fit"], refits
+
+
+def _key(task_id: str, changed: str) -> str:
+    """The recall key of a script by its task and what it changes (as it executes)."""
+    return hashlib.sha256(f"{task_id}\n{changed}".encode()).hexdigest()[:KEY_HEX]
 
 
 def _task_hex(task_id: str) -> str:
