@@ -49,7 +49,7 @@ def expected_callbacks(name: str) -> list[str] | None:
         return VLA_ARMS[Path(name).stem]
     if name in ("configs/autoresearch/world_models/learned.yaml", "configs/autoresearch/paper_4b_vllm.yaml"):
         return FULL
-    if name == "configs/autoresearch/world_models/task_aware.yaml":
+    if name in ("configs/autoresearch/world_models/task_aware.yaml", "configs/autoresearch/world_models/served.yaml"):
         return KIT
     if name.startswith("configs/autoresearch/ablations/paper/"):  # the paper's scale and constants: its method
         return FULL if Path(name).stem == "wmrl" else ABLATIONS[Path(name).stem]
@@ -113,6 +113,12 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
         (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
         assert checkpoint._every_n_train_steps == 10  # the base's own, kept: the overlay appends its callbacks
+    if name == "configs/autoresearch/world_models/served.yaml":
+        from wmrl.generation.served_world_model import ServedWorldModelBackend
+
+        (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
+        assert isinstance(world_model.backend, ServedWorldModelBackend) and world_model.mode == "score"
+        assert world_model.backend.urls == ["http://localhost:8100"]
     if name == "configs/autoresearch/vllm_cpu.yaml":
         from wmrl.generation.vllm import VLLMGenerationEngine
 

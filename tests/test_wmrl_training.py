@@ -19,7 +19,7 @@ from wmrl.callbacks import (
     WorldModelReward,
 )
 from wmrl.models import tiny_llama
-from wmrl.types import Source
+from wmrl.types import Outcome, Source, Status
 
 
 class Steps(torch.utils.data.IterableDataset):
@@ -134,6 +134,43 @@ def test_pure_world_model_and_real_only_ablations_run():
     callbacks = [AnchorRouting(fraction=0.0, floor=0), WorldModelReward(world_model, side_grade=False), probe]
     trainer(1, callbacks).fit(module, torch.utils.data.DataLoader(Steps(1), batch_size=None))
     assert not probe.batches[0].is_real.any() and probe.metrics[0]["anchor/fraction"] == 0.0
+
+
+class GoneWorldModel(DistortedWorldModel):
+    """A world model whose backend stops answering after its first call (a world-model server killed mid-run): every
+    later outcome is missing (``infra_error``, no reward), as LMWorldModel reports an unanswered question."""
+
+    def __init__(self, tokenizer) -> None:
+        super().__init__(tokenizer)
+        self.unanswered = 0
+
+    def step_many(self, requests):
+        answers = super().step_many(requests)
+        if self.calls == 1:
+            return answers
+        self.unanswered += len(answers)
+        return [Outcome(Status.INFRA_ERROR, None, source=Source.WORLD_MODEL, error="world_model: unanswered")
+                for _ in answers]
+
+    def metrics(self):
+        return {"parse_failures": 0.0, "unanswered": float(self.unanswered)}
+
+
+def test_a_world_model_that_stops_answering_leaves_rewards_missing_never_zero():
+    module, _ = make()
+    world_model = GoneWorldModel(module.tokenizer)
+    probe = Probe()
+    callbacks = [AnchorRouting(fraction=0.5, floor=1, seed=0), WorldModelReward(world_model), probe]
+    trainer(2, callbacks).fit(module, torch.utils.data.DataLoader(Steps(2), batch_size=None))
+    first, second = probe.batches
+    assert first.graded.all() and not torch.isnan(first.wm_rewards[~first.is_real]).any()
+    # the second step: simulated rows ungraded (NaN: left out of their groups), anchors graded for real but with no
+    # world-model reward to pair with; nothing was scored 0 in place of a missing answer
+    assert not second.graded[~second.is_real].any() and torch.isnan(second.rewards[~second.is_real]).all()
+    assert second.graded[second.is_real].all() and torch.isnan(second.wm_rewards).all()
+    assert torch.isnan(first.wm_rewards[first.is_real]).all()  # its side-grades (the second call) went unanswered
+    assert world_model.unanswered == 8 + 8 + 8  # step 1's side-grades, step 2's simulated rows and side-grades
+    assert probe.metrics[-1]["world_model/unanswered"] == 16  # logged as the step's increase
 
 
 def test_resume_restores_calibrator_ewma_c_and_routing_exactly(tmp_path):

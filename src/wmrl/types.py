@@ -383,9 +383,11 @@ class KnowsContext(Protocol):
 class LanguageModelBackend(Protocol):
     """Where an LM world model (:class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`) runs its language model:
     transformers in the training process (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the
-    default) or a vLLM engine (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`), chosen by
-    ``class_path``. ``tokenizer`` is ``None`` until :meth:`load` or :meth:`bind`; prompts are token ids; both
-    questions are asked of the frozen model (a policy's LoRA adapter disabled)."""
+    default), a vLLM engine (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`) or OpenAI-compatible
+    servers (:class:`wmrl.generation.served_world_model.ServedWorldModelBackend`), chosen by ``class_path``.
+    ``tokenizer`` is ``None`` until :meth:`load` or :meth:`bind`; prompts are token ids; both questions are asked of
+    the frozen model (a policy's LoRA adapter disabled). A backend that could not answer a prompt (a server that
+    failed) gives ``None`` for it: the world model reports that outcome missing, never 0."""
 
     tokenizer: Any
 
@@ -398,14 +400,15 @@ class LanguageModelBackend(Protocol):
         ...
 
     def option_probabilities(self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int],
-                             prefix_groups: Sequence[str]) -> list[list[float]]:
+                             prefix_groups: Sequence[str]) -> list[list[float] | None]:
         """Per prompt, the next-token probability of each option token, renormalised over the options (NaN rows
-        for non-finite logits). Prompts with the same ``prefix_groups`` entry share a long prefix."""
+        for non-finite logits, ``None`` where unanswered). Prompts with the same ``prefix_groups`` entry share a
+        long prefix."""
         ...
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float,
-                 seed: int) -> list[str]:
-        """One sampled answer per prompt (a ``generate``-mode world model's JSON)."""
+                 seed: int) -> list[str | None]:
+        """One sampled answer per prompt (a ``generate``-mode world model's JSON; ``None`` where unanswered)."""
         ...
 
 

@@ -11,7 +11,8 @@ A world model that learns (``observe(requests, outcomes, gather)``, e.g. :class:
 LearnedWorldModel`) then gets every anchor turn's real outcome, after the side-grading, so the pairs stay
 out-of-sample; its learned state is checkpointed with this callback.
 
-Logged: ``time/world_model`` (side-grading and learning included), ``world_model/parse_failures``, the raw
+Logged: ``time/world_model`` (side-grading and learning included), ``world_model/parse_failures`` and
+``world_model/unanswered`` (each step's increase: answers that did not parse, questions no backend answered), the raw
 fidelity on this step's anchors (torchmetrics Spearman, Pearson, MAE), and for a learning world model
 ``world_model/examples`` and ``world_model/refits``.
 """
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 #: outcome flags that mark a world-model answer as no prediction: the exact gate, an untrained learned model's prior
 NOT_PREDICTIONS = frozenset({"gate", "untrained"})
+PER_STEP = ("parse_failures", "unanswered")  # a world model's running counts logged as each step's increase
 
 
 def fidelity(predicted: torch.Tensor, real: torch.Tensor) -> dict[str, float]:
@@ -79,7 +81,7 @@ class WorldModelReward(RLCallback):
             )
         self.world_model = world_model
         self.side_grade = side_grade
-        self._failures_seen = 0
+        self._seen = {key: 0.0 for key in PER_STEP}  # running counts logged as each step's increase
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if isinstance(self.world_model, BindsToPolicy):
@@ -116,15 +118,19 @@ class WorldModelReward(RLCallback):
                 # gated turns are exact and an untrained learned model's prior is no prediction: neither pairs
                 if outcome.reward is not None and not NOT_PREDICTIONS.intersection(outcome.flags):
                     best[i] = max(best.get(i, 0.0), outcome.reward)
+            for i, outcome in zip(owners, outcomes, strict=True):
+                if outcome.missing:  # a turn the world model could not answer: the trajectory's prediction is missing
+                    best.pop(i, None)
             for i, reward in best.items():
                 batch.wm_rewards[i] = reward
         if isinstance(self.world_model, LearnsFromAnchors):  # learns from the anchors once they are side-graded
             self._observe(trainer, pl_module, batch, anchors)
         own = dict(self.world_model.metrics()) if isinstance(self.world_model, ReportsMetrics) else {}
-        failures = own.pop("parse_failures", 0.0)
-        metrics = {"world_model/parse_failures": float(failures - self._failures_seen)}
+        metrics = {}
+        for key in PER_STEP:
+            total = float(own.pop(key, 0.0))
+            metrics[f"world_model/{key}"], self._seen[key] = total - self._seen[key], total
         metrics.update({f"world_model/{key}": float(value) for key, value in own.items()})
-        self._failures_seen = failures
         pairs = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
         if int(pairs.sum()) >= 1:
             for key, value in fidelity(batch.wm_rewards[pairs], batch.rewards[pairs]).items():

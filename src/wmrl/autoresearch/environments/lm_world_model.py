@@ -20,7 +20,9 @@ the same way), so they are neither calibrated nor used as calibration pairs. Two
   (status x quality bucket), hence an expected ladder reward and its variance, plus templated feedback.
 
 Malformed model output never crashes: it becomes :data:`FALLBACK` (the uniform prior over the outcome classes,
-with the largest variance a [0, 1] reward can have) and is counted in ``parse_failures``.
+with the largest variance a [0, 1] reward can have) and is counted in ``parse_failures``. A question the backend
+could not answer at all (a world-model server that failed: its row is ``None``) is a missing outcome
+(``infra_error``, no reward, never 0), counted in ``unanswered``.
 Quality bucket -> leaderboard position (inferred from the authors' fidelity harness): low 0.05, fair 0.20,
 mid 0.45, high 0.75.
 """
@@ -39,7 +41,7 @@ from wmrl.algorithms.reward import ladder_reward
 from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.grader import check_script
 from wmrl.autoresearch.tasks.build import STARTER_HEADING
-from wmrl.types import LanguageModelBackend, Outcome, Source, Status
+from wmrl.types import LanguageModelBackend, Outcome, ReportsMetrics, Source, Status
 
 if TYPE_CHECKING:
     from wmrl.autoresearch.tasks.suite import TaskSuite
@@ -249,13 +251,16 @@ class LMWorldModel:
         self.overview_chars, self.code_chars = overview_chars, code_chars
         self.seed, self.backend = seed, backend
         self.parse_failures = 0
+        self.unanswered = 0
         self.calls = 0
         self.seconds = 0.0
 
     # -- the model -------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """What ``WorldModelReward`` logs as ``world_model/*``: answers it could not parse (a running count)."""
-        return {"parse_failures": float(self.parse_failures)}
+        """What ``WorldModelReward`` logs as ``world_model/*`` (running counts): answers it could not parse, questions
+        no backend answered (reported missing), and a served backend's own counts (``server_requests``, ...)."""
+        own = self.backend.metrics() if isinstance(self.backend, ReportsMetrics) else {}
+        return {**own, "parse_failures": float(self.parse_failures), "unanswered": float(self.unanswered)}
 
     def bind(self, policy: Any, tokenizer: Any) -> None:
         """Use the policy's weights (with its LoRA adapter disabled) when ``model == "policy"``."""
@@ -324,8 +329,9 @@ class LMWorldModel:
             raise ValueError("the world model's tokenizer does not give each option letter its own token")
         return ids
 
-    def outcome_probabilities(self, requests: Sequence[StepRequest]) -> list[list[float]]:
-        """Per request, the probability of each :data:`OUTCOME_CLASSES` entry (one forward pass per batch).
+    def outcome_probabilities(self, requests: Sequence[StepRequest]) -> list[list[float] | None]:
+        """Per request, the probability of each :data:`OUTCOME_CLASSES` entry (one forward pass per batch;
+        ``None`` where the backend could not answer).
 
         Requests are batched per task, and a batch's shared prompt prefix (instructions, task overview, data
         dictionary: most of the prompt) runs once (:func:`wmrl.models.kv.last_token_logits`).
@@ -341,6 +347,9 @@ class LMWorldModel:
         rewards = [c.reward for c in OUTCOME_CLASSES]
         outcomes = []
         for probabilities in self.outcome_probabilities(requests):
+            if probabilities is None:  # no backend answer (a failed server): missing, never 0
+                outcomes.append(self._unanswered())
+                continue
             if not all(0.0 <= p <= 1.0 for p in probabilities):  # NaN logits
                 outcomes.append(self._fallback("non-finite outcome probabilities"))
                 continue
@@ -366,7 +375,7 @@ class LMWorldModel:
         prompts = [self._chat_ids(self.simulation_prompt(r, GENERATE_INSTRUCTIONS)) for r in requests]
         texts = self.backend.generate(prompts, self.max_new_tokens, self.temperature, self.top_p,
                                       seed=self.seed + self.calls)
-        return [self.outcome_from_text(text) for text in texts]
+        return [self._unanswered() if text is None else self.outcome_from_text(text) for text in texts]
 
     def outcome_from_text(self, text: str) -> Outcome:
         """The outcome a ``generate``-mode answer describes (:data:`FALLBACK` when it cannot be parsed)."""
@@ -390,6 +399,16 @@ class LMWorldModel:
             source=Source.WORLD_MODEL,
             error=top.error_type,
             variance=variance,
+        )
+
+    def _unanswered(self) -> Outcome:
+        self.unanswered += 1
+        return Outcome(
+            status=Status.INFRA_ERROR,
+            reward=None,
+            feedback="Simulated execution (world model): no answer (the world-model backend failed).",
+            source=Source.WORLD_MODEL,
+            error="world_model: unanswered (the backend's server failed; see the log's warning)",
         )
 
     def _fallback(self, why: str) -> Outcome:
