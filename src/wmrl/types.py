@@ -371,6 +371,14 @@ class ReportsMetrics(Protocol):
 
 
 @runtime_checkable
+class PlansSteps(Protocol):
+    """A data module that says a training step's tasks before its loader yields them (asynchronous rollouts play
+    the next step ahead: ``max_staleness: 1``); what it says must be what the loader then yields."""
+
+    def tasks_of_step(self, step: int) -> list[str]: ...
+
+
+@runtime_checkable
 class KnowsContext(Protocol):
     """A generation engine that knows its policy's context (``None``: it does not say): the agent refuses a first
     turn that would not fit (:class:`~wmrl.rollout.agent.PromptTooLong`)."""
@@ -609,11 +617,14 @@ class GenerationEngine(abc.ABC):
 
     What a trainer must know of an engine (class attributes): ``exact_with_top_p``: its log-probs are the full
     distribution's even when ``top_p < 1`` truncates sampling (the transformers engine's are; vLLM's are taken
-    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded.
+    after truncation); ``runs_under_fsdp``: it works while the policy's weights are sharded; ``holds_own_weights``: see below.
     """
 
     exact_with_top_p: bool = True
     runs_under_fsdp: bool = True
+    #: samples from weights of its own, which change only at :meth:`sync_weights` (vLLM's engine), so it can play
+    #: the next step's rollouts while the update changes the policy (``max_staleness: 1``)
+    holds_own_weights: bool = False
     #: token positions its forward passes computed, padding included (a running count; the module logs the
     #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
     tokens_run: int = 0
@@ -652,7 +663,7 @@ __all__ = [
     "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
     # environments and world models, both domains
     "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
-    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "KnowsContext", "LanguageModelBackend",
+    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "PlansSteps", "KnowsContext", "LanguageModelBackend",
     "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
     # policies, generation, data
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",

@@ -422,6 +422,8 @@ class GRPOLossOutput:
         kl: aggregated k3 KL to the reference (detached; NaN when no reference was given).
         entropy: aggregated entropy (detached; NaN when no entropy was given).
         clip_fraction: aggregated share of clipped tokens (detached).
+        ratio: aggregated importance ratio ``exp(logprobs - old_logprobs)`` (detached): 1 for rollouts of the
+            weights being trained, its distance from 1 what a stale rollout (asynchronous steps) is corrected for.
 
     All detached fields use the same aggregation and normaliser as the loss, so with a global normaliser
     the micro-batch values of a step sum to the step's value.
@@ -432,6 +434,7 @@ class GRPOLossOutput:
     kl: Tensor
     entropy: Tensor
     clip_fraction: Tensor
+    ratio: Tensor
 
 
 def grpo_loss(
@@ -510,4 +513,5 @@ def grpo_loss(
         kl=kl.detach(),
         entropy=mean_entropy.detach(),
         clip_fraction=reduce(clipped).detach(),
+        ratio=reduce(torch.exp((logprobs - old_logprobs).detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))),
     )

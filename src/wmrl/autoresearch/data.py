@@ -129,6 +129,10 @@ class AutoResearchDataModule(pl.LightningDataModule):
         self.group_size, self.groups_per_step, self.steps_per_epoch = group_size, groups_per_step, steps_per_epoch
         self.eval_samples, self.seed = eval_samples, seed
 
+    def tasks_of_step(self, step: int) -> list[str]:
+        """The tasks training step ``step`` (counted from 0) plays: what the train loader yields for it."""
+        return tasks_for_step(self.train_tasks, self.groups_per_step, self.seed, step)
+
     def prepare_data(self) -> None:
         """Build every task used (first use materialises data into the cache)."""
         self.suite.build([*dict.fromkeys(self.train_tasks + self.eval_task_ids)])

@@ -94,6 +94,11 @@ class GRPOModule(RLModule):
             for a CPU quickstart group); ``false`` runs every row in full, micro-batches in rollout order.
         overlap: anchor executions run in a background thread while the world model answers the other groups
             (``time/overlapped``: execution seconds hidden behind world-model work).
+        max_staleness: ``0`` (the default): each step's rollouts come from the weights its update starts from.
+            ``1``: asynchronous rollouts (:mod:`wmrl.modules.base`): the next step's rollouts (generation and
+            executions) are played while this step's update runs, from the weights one update older, with the
+            clipped ratio to their behaviour log-probs as the correction (``offpolicy/ratio_mean``,
+            ``loss/clip_fraction``). Needs an engine with weights of its own (the vLLM engine).
         engine: who samples rollouts, by ``class_path`` (the module passes the policy and its tokenizer): ``null``,
             the default, is :class:`~wmrl.generation.hf.HFGenerationEngine` (transformers, sharing the policy's
             weights, ``generation_batch_size`` prompts a pass); :class:`wmrl.generation.vllm.VLLMGenerationEngine`
@@ -131,6 +136,7 @@ class GRPOModule(RLModule):
         prefill: Prefill = "starter_head",
         share_prefix: bool = True,
         overlap: bool = True,
+        max_staleness: int = 0,
         engine: EngineFactory | None = None,
         policy: tuple | None = None,
     ) -> None:
@@ -149,7 +155,6 @@ class GRPOModule(RLModule):
         self._eval_results: list[dict] = []
         self.train_history: list[dict[str, float]] = []  # per step of this fit: real reward, valid rate, ...
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
-        self._generated_positions = 0  # token positions the engine computed in the last rollout
         self._parameter_count = sum(p.numel() for p in self.policy.parameters())
 
     def on_fit_start(self) -> None:
@@ -157,6 +162,11 @@ class GRPOModule(RLModule):
             raise ValueError(f"model.init_args.engine {type(self.engine).__name__} does not run under FSDP (the "
                              "LoRA adapter it syncs is sharded there): use the DDP strategy "
                              "(configs/strategy/ddp.yaml) or the transformers engine (engine: null)")
+        if self.max_staleness > 0 and not self.engine.holds_own_weights:
+            raise ValueError(f"model.init_args.max_staleness {self.max_staleness} needs an engine with weights of its "
+                             f"own (the next step's rollouts are played while the update changes the policy); "
+                             f"{type(self.engine).__name__} samples the policy itself: use the vLLM engine "
+                             "(configs/autoresearch/vllm_cpu.yaml) or max_staleness 0")
         if self.no_step_left:  # resumed at max_steps: no training loop follows, so the final evaluation is now
             rank_zero_info(f"the checkpoint is at step {self.trained_steps}, trainer.max_steps: nothing left to train")
             self.heldout.at_end(self, self._evaluate_now)
@@ -185,7 +195,7 @@ class GRPOModule(RLModule):
         before = self.engine.tokens_run
         for key, seconds in agent.run(states, seed=seed).items():
             self.add_time(key, seconds)
-        self._generated_positions = self.engine.tokens_run - before
+        self.add_count("tokens/generate", float(self.engine.tokens_run - before))
         return collate(states, self.tokenizer.pad_token_id)
 
     def rollout_metrics(self, batch: RolloutBatch, plan: RolloutPlan) -> dict[str, float]:
@@ -200,12 +210,14 @@ class GRPOModule(RLModule):
         optimizer = self.optimizers()
         mask = batch.response_mask & batch.used[:, None]
         rows = batch.used.nonzero().flatten().tolist()
-        totals = {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, "loss/entropy": 0.0, "loss/clip_fraction": 0.0}
+        totals = {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, "loss/entropy": 0.0, "loss/clip_fraction": 0.0,
+                  "offpolicy/ratio_mean": 1.0}
         if not rows or not bool(mask.any()):
             totals["train/skipped_step"] = 1.0
             return totals
         max_tokens = hp.max_new_tokens * hp.max_turns
         normaliser = aggregation_normaliser(mask[rows], hp.loss_aggregation, max_tokens=max_tokens)
+        totals["offpolicy/ratio_mean"] = 0.0  # the micro-batches' aggregated ratios sum to the step's
         optimizer.zero_grad(set_to_none=True)
         chunks = micro_batches(batch, rows, hp.micro_batch_size, hp.share_prefix)
         # Ranks may hold different numbers of micro-batches (their prompts differ), and DDP and FSDP reduce
@@ -213,7 +225,6 @@ class GRPOModule(RLModule):
         no_sync = getattr(self.trainer.strategy.model, "no_sync", None)
         # what the update's forward passes compute (per pass: the policy's, its backward, the reference's), logged
         # with the generation's and the parameter count so that a benchmark can set G against its compute floor
-        totals["tokens/generate"] = float(self._generated_positions)
         totals["tokens/update"] = 0.0
         totals["model/parameters"] = float(self._parameter_count)
         for index, chunk in enumerate(chunks):
@@ -227,18 +238,22 @@ class GRPOModule(RLModule):
             for key, value in (("pg", out.pg_loss), ("kl", out.kl), ("entropy", out.entropy),
                                ("clip_fraction", out.clip_fraction)):
                 totals[f"loss/{key}"] += 0.0 if math.isnan(float(value)) else float(value)
+            totals["offpolicy/ratio_mean"] += float(out.ratio)
         if hasattr(self.trainer.strategy.model, "clip_grad_norm_"):  # FSDP: the sharded root clips the global norm
             self.trainer.strategy.model.clip_grad_norm_(hp.max_grad_norm)  # (its precision plugin refuses "norm")
         else:
             self.clip_gradients(optimizer, gradient_clip_val=hp.max_grad_norm, gradient_clip_algorithm="norm")
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        start = time.perf_counter()
-        self.engine.sync_weights()  # a no-op for the hf engine; vLLM gets the new adapter and checks it moved
-        totals["time/sync"] = time.perf_counter() - start
-        totals.update(self.engine.metrics())  # vLLM: canary/engine_change, canary/policy_change
+        if not self.rollout_in_flight:  # else the engine is playing the next step: synced when that ends
+            totals.update(self.sync_engine())
         totals["train/skipped_step"] = 0.0
         return totals
+
+    def sync_engine(self) -> dict[str, float]:
+        start = time.perf_counter()
+        self.engine.sync_weights()  # a no-op for the hf engine; vLLM gets the new adapter and checks it moved
+        return {"time/sync": time.perf_counter() - start, **self.engine.metrics()}  # vLLM: canary/*
 
     def configure_optimizers(self):
         params = [p for p in self.policy.parameters() if p.requires_grad]
@@ -297,6 +312,7 @@ class GRPOModule(RLModule):
             self.heldout.at_start(self, self._evaluate_now)
 
     def on_train_end(self) -> None:
+        super().on_train_end()  # a rollout played ahead ends first
         if getattr(self.trainer, "datamodule", None) is not None:
             self.heldout.at_end(self, self._evaluate_now)
 

@@ -108,6 +108,8 @@ def validate(args: dict) -> None:
         (args["eval_temperature"] >= 0, f"{key}eval_temperature must be >= 0 (got {args['eval_temperature']})"),
         (0 < args["top_p"] <= 1, f"{key}top_p must be in (0, 1] (got {args['top_p']})"),
         (args["micro_batch_size"] >= 1, f"{key}micro_batch_size must be >= 1 (got {args['micro_batch_size']})"),
+        (args["max_staleness"] in (0, 1), f"{key}max_staleness must be 0 (synchronous) or 1 (the next step's "
+                                          f"rollouts overlap this step's update); got {args['max_staleness']}"),
         (args["loss_aggregation"] in ("token_mean", "seq_mean_token_mean", "dr_grpo"),
          f"{key}loss_aggregation must be token_mean, seq_mean_token_mean or dr_grpo (got {args['loss_aggregation']!r})"),
     ]

@@ -268,6 +268,7 @@ class VLLMGenerationEngine(GenerationEngine):
 
     exact_with_top_p = False  # log-probs are taken after top-p truncation
     runs_under_fsdp = False  # the LoRA adapter it syncs is sharded there
+    holds_own_weights = True  # its engine's adapter changes only at sync_weights (asynchronous rollouts may overlap)
 
     def __init__(
         self,

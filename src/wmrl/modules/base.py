@@ -11,15 +11,28 @@ its rank term (every DDP rank plays different noise; :func:`rollout_seed`), the 
 step where every rollout is missing says so; two in a row stop training), and the record of its held-out
 evaluations (:class:`~wmrl.evaluation.heldout.HeldOutLog`: ``heldout.jsonl``, the end-of-fit report), which a
 checkpoint carries (a resumed fit pairs its final evaluation with the start of the run it continues).
+
+**Asynchronous rollouts** (``max_staleness: 1`` in the module's settings; 0, the default, is the synchronous step
+above, unchanged): once a step's advantages are set, the next step's plan is made (``on_rollout_plan``) and its
+rollout starts in a background thread, so generation and execution of step t+1 overlap the update of step t. The
+engine must hold weights of its own (``GenerationEngine.holds_own_weights``: vLLM's process), and is synced with the
+policy when that rollout has ended, so step t+1's rollouts come from the weights before update t: one step stale.
+The loss's ratio to the behaviour log-probs is the importance-sampling correction (clipped, ``loss/clip_fraction``;
+``offpolicy/ratio_mean`` logged). Every hook still runs in the training thread, in the synchronous order for each
+batch (a world model learns from step t's anchors before step t+1's rollouts ask it), and the next step's tasks
+come from the data module (:class:`~wmrl.types.PlansSteps`). A checkpoint carries the rollout in flight (waited
+for), so a resumed fit continues exactly; held-out evaluation waits for it too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import lightning.pytorch as pl
@@ -31,7 +44,8 @@ from wmrl.algorithms.grpo import group_advantages
 from wmrl.callbacks.base import claim_saved_states, dispatch
 from wmrl.evaluation.heldout import EVAL_FILE, HeldOutLog, Report
 from wmrl.evaluation.report import held_out_report
-from wmrl.types import RolloutBatch, RolloutPlan
+from wmrl.rollout.batch import batch_from_state, batch_state
+from wmrl.types import PlansSteps, RolloutBatch, RolloutPlan
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +59,8 @@ warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual opt
 RANK_STRIDE = 100_003  # a prime: rank r's seeds never meet rank r+1's within 100k steps
 #: the checkpoint key of the module's held-out evaluations (:meth:`HeldOutLog.state_dict`)
 HELDOUT_KEY = "wmrl_heldout"
+#: the checkpoint key of the rollout in flight under ``max_staleness: 1`` (the next step's batch, as plain data)
+PENDING_KEY = "wmrl_pending_rollout"
 
 
 def rollout_seed(seed: int, step: int, rank: int) -> int:
@@ -72,6 +88,11 @@ class RLModule(pl.LightningModule):
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._checkpoint_step = 0  # the step of a checkpoint loaded for evaluation (trained_steps)
+        self._pending: Future | None = None  # the next step's rollout (max_staleness 1): (step, plan, batch, times)
+        self._background: ThreadPoolExecutor | None = None
+        self._counts: dict[str, float] = {}  # this step's add_count values
+        self._step_metrics: dict[str, float] = {}  # this step's deferred engine sync (asynchronous rollouts)
+        self._sinks: dict[int, tuple[dict, dict]] = {}  # per background thread: where its times and counts go
 
     # -- what a domain implements ----------------------------------------------------------------------
     def rollout(self, plan: RolloutPlan, seed: int) -> RolloutBatch:
@@ -82,10 +103,16 @@ class RLModule(pl.LightningModule):
 
     def rollout_metrics(self, batch: RolloutBatch, plan: RolloutPlan) -> dict[str, float]:
         """The step's rollout metrics, including ``time/<part>`` for every :meth:`add_time` part."""
-        return {f"time/{k}": v for k, v in self._timings.items()}
+        return {**{f"time/{k}": v for k, v in self._timings.items()}, **self._counts}
 
     def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
         """After the metrics are logged (``step`` counts from 1): progress-bar values, training curves."""
+
+    def sync_engine(self) -> dict[str, float]:
+        """Make the rollout engine sample from the policy's current weights (its metrics logged with the step). The
+        domain's :meth:`update` syncs after its optimizer step unless :attr:`rollout_in_flight`; then this runs
+        when that rollout has ended. Nothing to do for a domain whose rollouts use the policy itself."""
+        return {}
 
     def fit_reports(self) -> list[str]:
         """What the end of a fit prints, in order (empty texts are skipped): the held-out report by default."""
@@ -137,9 +164,19 @@ class RLModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[HELDOUT_KEY] = self.heldout.state_dict()
+        if self._pending is not None:  # the rollout in flight, so that a resumed fit continues exactly
+            step, plan, batch, timings, counts = self._pending.result()
+            checkpoint[PENDING_KEY] = {"step": step, "plan": dataclasses.asdict(plan), "batch": batch_state(batch),
+                                       "timings": dict(timings), "counts": dict(counts)}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._checkpoint_step = int(checkpoint.get("global_step", 0))
+        if self.resuming_fit() and PENDING_KEY in checkpoint:
+            pending = checkpoint[PENDING_KEY]
+            self._pending = Future()
+            self._pending.set_result((int(pending["step"]), RolloutPlan(**pending["plan"]),
+                                      batch_from_state(pending["batch"]), dict(pending["timings"]),
+                                      dict(pending["counts"])))
         if self.resuming_fit() and HELDOUT_KEY in checkpoint:  # validate|test keep only their own evaluation
             self.heldout.load_state_dict(checkpoint[HELDOUT_KEY])
             if self.heldout.history:
@@ -166,16 +203,99 @@ class RLModule(pl.LightningModule):
         self.environments[name] = environment
 
     def add_time(self, key: str, seconds: float) -> None:
-        """Count ``seconds`` into this step's ``time/<key>`` (callbacks report their own work this way)."""
-        self._timings[key] = self._timings.get(key, 0.0) + seconds
+        """Count ``seconds`` into this step's ``time/<key>`` (callbacks report their own work this way); from a
+        background rollout, into that rollout's times (logged with the step that trains on it)."""
+        sink = self._sinks.get(threading.get_ident(), (self._timings, self._counts))[0]
+        sink[key] = sink.get(key, 0.0) + seconds
+
+    def add_count(self, key: str, value: float) -> None:
+        """Count ``value`` into this step's metric ``key`` (e.g. ``tokens/generate``), like :meth:`add_time`."""
+        sink = self._sinks.get(threading.get_ident(), (self._timings, self._counts))[1]
+        sink[key] = sink.get(key, 0.0) + value
+
+    # -- asynchronous rollouts -------------------------------------------------------------------------
+    @property
+    def max_staleness(self) -> int:
+        """Steps a rollout's weights may lag the update that trains on it (0: synchronous; 1: the next step's
+        rollout overlaps this step's update)."""
+        return int(self.hparams.get("max_staleness", 0))
+
+    @property
+    def rollout_in_flight(self) -> bool:
+        """Whether the next step's rollout is being played (its engine must not change weights until it ends)."""
+        return self._pending is not None
+
+    def _start_next_rollout(self) -> None:
+        """Plan the next step (``on_rollout_plan``, here in the training thread) and play it in the background."""
+        step = self.global_step + 1
+        data = self.trainer.datamodule
+        if not isinstance(data, PlansSteps):
+            raise TypeError(f"model.init_args.max_staleness {self.max_staleness} needs a data module that says the "
+                            f"tasks of a step ahead (tasks_of_step, wmrl.types.PlansSteps); "
+                            f"{type(data).__name__} does not: set max_staleness 0")
+        task_ids = list(data.tasks_of_step(step))
+        plan = RolloutPlan(task_ids, self.hparams.group_size, ["real"] * len(task_ids))
+        dispatch("on_rollout_plan", self.trainer, self, plan)
+        seed = rollout_seed(self.hparams.seed, step, self.global_rank)
+        if self._background is None:
+            self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wmrl-rollout")
+        self._pending = self._background.submit(self._play_in_background, step, plan, seed)
+
+    def _play_in_background(self, step: int, plan: RolloutPlan, seed: int) -> tuple:
+        timings: dict[str, float] = {}
+        counts: dict[str, float] = {}
+        self._sinks[threading.get_ident()] = (timings, counts)
+        try:
+            return step, plan, self.rollout(plan, seed=seed), timings, counts
+        finally:
+            self._sinks.pop(threading.get_ident(), None)
+
+    def _take_pending(self, task_ids: list[str]) -> tuple[RolloutPlan, RolloutBatch]:
+        """The rollout played for this step in the background (waited for: ``time/rollout_wait``), then the engine
+        synced with the weights it may now take."""
+        start = time.perf_counter()
+        step, plan, batch, timings, counts = self._pending.result()
+        self._pending = None
+        self.add_time("rollout_wait", time.perf_counter() - start)
+        for key, seconds in timings.items():
+            self.add_time(key, seconds)
+        for key, value in counts.items():
+            self.add_count(key, value)
+        if step != self.global_step or list(plan.task_ids) != list(task_ids):
+            raise RuntimeError(f"the rollout played ahead was for step {step} with tasks {plan.task_ids}, but step "
+                               f"{self.global_step} has tasks {list(task_ids)}: the data module's tasks_of_step "
+                               "must give what its train loader yields")
+        self._step_metrics.update(self.sync_engine())
+        return plan, batch
+
+    def finish_pending(self) -> None:
+        """Wait for a rollout in flight and keep it for the step it was played for (held-out evaluation and
+        checkpoints use the engine and the state it would otherwise share)."""
+        if self._pending is not None:
+            self._pending.result()
+
+    def on_validation_start(self) -> None:
+        self.finish_pending()
+
+    def on_train_end(self) -> None:
+        if self._pending is not None and not self._pending.done():
+            self._pending.result()
+        self._pending = None
+        if self._background is not None:
+            self._background.shutdown(wait=True)
+            self._background = None
 
     def training_step(self, task_ids: list[str], batch_idx: int) -> None:
         hp = self.hparams
         step_start, step_number = time.perf_counter(), self.global_step + 1  # the update advances global_step
-        self._timings = {}  # before the plan hook: a routing callback's add_time counts into this step
-        plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
-        dispatch("on_rollout_plan", self.trainer, self, plan)
-        batch = self.rollout(plan, seed=rollout_seed(hp.seed, self.global_step, self.global_rank))
+        self._timings, self._counts = {}, {}  # before the plan hook: a routing callback's add_time counts here
+        self._step_metrics = {}
+        if self._pending is None:
+            plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
+            dispatch("on_rollout_plan", self.trainer, self, plan)
+            batch = self.rollout(plan, seed=rollout_seed(hp.seed, self.global_step, self.global_rank))
+        else:
+            plan, batch = self._take_pending(list(task_ids))
         dispatch("on_rollout_end", self.trainer, self, batch)
         self.check_missing(batch)
         dispatch("on_rewards", self.trainer, self, batch)
@@ -183,9 +303,12 @@ class RLModule(pl.LightningModule):
         batch.advantages.copy_(advantages.to(batch.advantages.dtype))
         batch.used.copy_(used)
         dispatch("on_advantages", self.trainer, self, batch)
+        if self.max_staleness > 0 and (self.trainer.max_steps < 0 or step_number < self.trainer.max_steps):
+            self._start_next_rollout()  # step t+1's rollout overlaps this update
         start = time.perf_counter()
         metrics = self.update(batch)
         metrics["time/update"] = time.perf_counter() - start
+        metrics.update(self._step_metrics)  # the deferred engine sync's (asynchronous rollouts)
         metrics.update(self.rollout_metrics(batch, plan))  # with this step's time/* parts
         metrics["time/step"] = time.perf_counter() - step_start
         self.log_dict(metrics, on_step=True, batch_size=len(batch))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from wmrl.types import RolloutBatch, Source, Trajectory
+from wmrl.types import Outcome, RolloutBatch, Source, Trajectory, Turn
 
 if TYPE_CHECKING:
     from wmrl.rollout.agent import RolloutState
@@ -72,3 +72,28 @@ def collate(states: Sequence[RolloutState], pad_token_id: int) -> RolloutBatch:
         tokens.response_mask[i, :k] = torch.tensor(s.response_mask)
         tokens.old_logprobs[i, :k] = torch.tensor(s.logprobs)
     return rollout_batch([s.trajectory() for s in states], [s.group for s in states], tokens)
+
+
+def batch_state(batch: RolloutBatch) -> dict:
+    """A batch as it left its rollout (before any hook), as plain data and tensors: what a checkpoint holds of a
+    rollout played ahead (loadable with ``torch.load(weights_only=True)``)."""
+    return {
+        "trajectories": [{"task_id": t.task_id, "group": t.group, "source": t.source.value,
+                          "turns": [{"response": u.response, "code": u.code, "outcome": u.outcome.to_dict(),
+                                     "response_tokens": u.response_tokens, "finish_reason": u.finish_reason}
+                                    for u in t.turns]} for t in batch.trajectories],
+        "groups": batch.group_ids.tolist(),
+        "tokens": {field: getattr(batch, field).clone() for field in TokenRows._fields},
+    }
+
+
+def batch_from_state(state: dict) -> RolloutBatch:
+    """The batch :func:`batch_state` describes, as :func:`rollout_batch` built it."""
+    trajectories = [
+        Trajectory(t["task_id"], int(t["group"]),
+                   tuple(Turn(u["response"], u["code"], Outcome.from_dict(u["outcome"]), int(u["response_tokens"]),
+                              u["finish_reason"]) for u in t["turns"]),
+                   source=Source(t["source"]))
+        for t in state["trajectories"]
+    ]
+    return rollout_batch(trajectories, state["groups"], TokenRows(**state["tokens"]))
