@@ -16,11 +16,13 @@ sys.modules["engine_cpu"] = engine_cpu
 spec.loader.exec_module(engine_cpu)
 
 
-def fake_run(engine: str, step_s: float, wall_s: float) -> dict:
+def fake_run(engine: str, step_s: float, wall_s: float, gain: float = 0.1) -> dict:
     steps = [{"time/step": step_s + d, "time/generate": step_s / 2, "time/update": step_s / 3, "time/sync": 0.0}
              for d in (-1.0, 0.0, 1.0)]
+    start = {"a": [0.2, 0.4, 0.0], "b": [0.5, 0.5, 0.1]}
     return {"engine": engine, "wall_s": wall_s, "steps": steps, "heldout_evaluations": 2, "load_mean": 1.0,
-            "load_max": 2.0, "probe_s": [1.0, 1.1]}
+            "load_max": 2.0, "probe_s": [1.0, 1.1], "heldout_start": start,
+            "heldout_final": {task: [v + gain for v in values] for task, values in start.items()}}
 
 
 def test_the_engines_differ_only_by_the_cpu_overlay(monkeypatch, tmp_path):
@@ -53,4 +55,35 @@ def test_the_summary_gives_each_engine_and_the_difference_an_interval():
     difference = result["step_difference_s"]
     assert difference["point"] == pytest.approx(-20.0) and difference["low"] <= -20.0 <= difference["high"]
     assert result["wall_difference_s"] == pytest.approx(-40.0)
-    assert "vLLM - transformers: -20.000" in engine_cpu.table(runs, result)
+    assert "vllm - hf: -20.000" in engine_cpu.table(runs, result)
+
+
+def test_the_asynchronous_arm_is_the_vllm_arm_with_staleness_1(monkeypatch, tmp_path):
+    commands = []
+
+    class Stop(Exception):
+        pass
+
+    def popen(command, **kwargs):
+        commands.append(command)
+        raise Stop
+
+    monkeypatch.setattr(engine_cpu.subprocess, "Popen", popen)
+    monkeypatch.setattr(engine_cpu, "cpu_probe", lambda: 1.0)
+    for arm in ("vllm", "vllm_async"):
+        with pytest.raises(Stop):
+            engine_cpu.run(arm, tmp_path / "run", steps=3)
+    synchronous, asynchronous = commands
+    at = asynchronous.index("--model.init_args.max_staleness")
+    assert asynchronous[at + 1] == "1" and asynchronous[:at] + asynchronous[at + 2:] == synchronous
+
+
+def test_the_summary_compares_the_held_out_gains_of_two_arms():
+    runs = [fake_run("vllm", 90.0, 500.0, gain=0.1), fake_run("vllm_async", 60.0, 400.0, gain=0.2)]
+    result = engine_cpu.summary(runs, ("vllm", "vllm_async"))
+    assert result["vllm"]["heldout_gain"]["point"] == pytest.approx(0.1)
+    assert result["vllm_async"]["heldout_gain"]["point"] == pytest.approx(0.2)
+    assert result["heldout_final_difference"]["point"] == pytest.approx(0.1)
+    assert result["step_difference_s"]["point"] == pytest.approx(-30.0)
+    text = engine_cpu.table(runs, result)
+    assert "vllm_async - vllm: -30.000" in text and "Final held-out positions, vllm_async - vllm" in text
