@@ -11,6 +11,7 @@ from fakes import LowTokenEnvironment, byte_tokenizer
 from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks.base import RLCallback
 from wmrl.models import tiny_llama
+from wmrl.types import Outcome, Status
 
 
 class Steps(torch.utils.data.IterableDataset):
@@ -222,7 +223,7 @@ def test_a_step_with_every_rollout_missing_is_loud_and_two_stop_training(caplog)
         trainer(3).fit(module, torch.utils.data.DataLoader(Steps(3), batch_size=None))
     logged = [r for r in caplog.records if "every rollout of this training step is missing" in r.message]
     assert len(logged) == 2 and all(r.levelname == "ERROR" and "setpriv" in r.getMessage() for r in logged)
-    assert module.global_step == 0  # nothing was learned from missing rewards
+    assert module.global_step == 1  # the first empty step counted (an optimizer step without gradients)
 
 
 def test_time_a_callback_reports_while_planning_counts_into_its_step():
@@ -252,6 +253,7 @@ def test_both_domains_share_one_training_step_whose_seed_has_the_rank_term():
         def __init__(self) -> None:
             super().__init__()
             self.save_hyperparameters({"seed": 7, "group_size": 2})
+            self.environments = {"real": None}
 
         def rollout(self, plan, seed):
             raise Planted(seed)
@@ -279,3 +281,43 @@ def test_a_step_logs_the_positions_its_passes_computed_for_the_compute_floor():
         assert logged[share]["model/parameters"] == sum(p.numel() for p in module.policy.parameters())
         assert logged[share]["tokens/generate"] > 0
     assert 0 < logged[True]["tokens/update"] < logged[False]["tokens/update"]
+
+
+class MissingFirst(LowTokenEnvironment):
+    """Its first step's executions all fail (infrastructure errors: missing rewards); later ones score."""
+
+    def step_many(self, requests):
+        if self.calls == 0:
+            self.calls += 1
+            return [Outcome(Status.INFRA_ERROR, None, error="infra: planted") for _ in requests]
+        return super().step_many(requests)
+
+
+def test_a_step_with_nothing_to_train_on_still_counts_so_seeds_and_data_move_on():
+    """The step rule RLModule owns for both domains (tests/vla checks the VLA module's): with no row to train on,
+    the optimizer still steps (without gradients), so global_step counts rollout steps and each step plays its own
+    seed and its own tasks."""
+    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+    module = make_module(policy=(model, tokenizer), environment=MissingFirst(tokenizer))
+    seeds, skipped, rollout = [], [], module.rollout
+
+    def recording(plan, seed, agent=None):
+        seeds.append(seed)
+        return rollout(plan, seed, agent)
+
+    class Skipped(RLCallback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            skipped.append(float(trainer.callback_metrics["train/skipped_step"]))
+
+    module.rollout = recording
+    trainer(3, callbacks=[Skipped()]).fit(module, torch.utils.data.DataLoader(Steps(3), batch_size=None))
+    assert module.global_step == 3 and seeds == [0, 1, 2] and skipped == [1.0, 0.0, 0.0]
+
+
+def test_a_plan_routed_to_an_environment_the_module_lacks_names_it():
+    class Elsewhere(RLCallback):
+        def on_rollout_plan(self, trainer, pl_module, plan):
+            plan.environments[1] = "world_model"
+
+    with pytest.raises(KeyError, match=r"routes group 1 to 'world_model', but the module has only \['real'\]"):
+        trainer(1, callbacks=[Elsewhere()]).fit(make_module(), torch.utils.data.DataLoader(Steps(1), batch_size=None))

@@ -182,12 +182,7 @@ class GRPOModule(RLModule):
         agent = agent or self.agent
         states: list[RolloutState] = []
         for group, (task_id, env_name) in enumerate(zip(plan.task_ids, plan.environments, strict=True)):
-            if env_name not in self.environments:
-                raise KeyError(
-                    f"the rollout plan routes group {group} to {env_name!r}, but the module has only "
-                    f"{sorted(self.environments)}; add the callback that provides it"
-                )
-            env = self.environments[env_name]
+            env = self.environments[env_name]  # RLModule.check_plan has refused a plan naming an unknown one
             real = self.environments["real"]
             prompt = real.prompt(task_id)
             starter = real.starter(task_id) if isinstance(real, ShowsStarter) else None
@@ -213,8 +208,7 @@ class GRPOModule(RLModule):
         totals = {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, "loss/entropy": 0.0, "loss/clip_fraction": 0.0,
                   "offpolicy/ratio_mean": 1.0}
         if not rows or not bool(mask.any()):
-            totals["train/skipped_step"] = 1.0
-            return totals
+            return {**totals, **self.empty_step()}
         max_tokens = hp.max_new_tokens * hp.max_turns
         normaliser = aggregation_normaliser(mask[rows], hp.loss_aggregation, max_tokens=max_tokens)
         totals["offpolicy/ratio_mean"] = 0.0  # the micro-batches' aggregated ratios sum to the step's

@@ -1,11 +1,13 @@
 """`RLModule`: the one RL training step both domains share (LLM agents and VLA policies).
 
-    plan -> on_rollout_plan -> rollout -> on_rollout_end -> missing check -> on_rewards
-         -> group advantages -> on_advantages -> update -> metrics
+    plan -> on_rollout_plan -> plan check -> rollout -> on_rollout_end -> missing check -> on_rewards
+         -> group advantages -> on_advantages -> update (or the empty step) -> metrics
 
 A subclass implements the domain: :meth:`rollout` (play a plan in its environments), :meth:`update` (one
 optimizer step on the batch), :meth:`rollout_metrics`, and optionally :meth:`after_step` (progress-bar values,
-a training curve). The skeleton owns what must not differ between them: the hook order, the timing
+a training curve). The skeleton owns what must not differ between them: the hook order, the plan check (a
+group routed to an environment the module lacks is refused, naming it), the empty step (nothing to train on: the
+optimizer still steps without gradients, so ``global_step`` counts rollout steps), the timing
 (``time/*``, reset before the plan hook so a routing callback's :meth:`add_time` counts), the rollout seed with
 its rank term (every DDP rank plays different noise; :func:`rollout_seed`), the missing-reward check (a
 step where every rollout is missing says so; two in a row stop training), and the record of its held-out
@@ -107,6 +109,24 @@ class RLModule(pl.LightningModule):
 
     def after_step(self, metrics: dict[str, float], batch: RolloutBatch, step: int) -> None:
         """After the metrics are logged (``step`` counts from 1): progress-bar values, training curves."""
+
+    # -- the step rules both domains share -------------------------------------------------------------
+    def check_plan(self, plan: RolloutPlan) -> None:
+        """Refuse a plan that routes a group to an environment the module does not have (after the plan hook)."""
+        for group, name in enumerate(plan.environments):
+            if name not in self.environments:
+                raise KeyError(f"the rollout plan routes group {group} to {name!r}, but the module has only "
+                               f"{sorted(self.environments)}; add the callback that provides it (WorldModelReward)")
+
+    def empty_step(self) -> dict[str, float]:
+        """A step with nothing to train on (every group flat or missing): the optimizer still steps, a no-op
+        without gradients, so that ``global_step`` counts rollout steps, which the rollout seed, the data position,
+        the next asynchronous rollout and an exact resume all rely on. A domain's :meth:`update` returns this
+        (with its own zero losses) when it has no rows to train on."""
+        optimizer = self.optimizers()
+        optimizer.zero_grad(set_to_none=True)
+        optimizer.step()
+        return {"train/skipped_step": 1.0}
 
     def sync_engine(self) -> dict[str, float]:
         """Make the rollout engine sample from the policy's current weights (its metrics logged with the step). The
@@ -236,6 +256,7 @@ class RLModule(pl.LightningModule):
         task_ids = list(data.tasks_of_step(step))
         plan = RolloutPlan(task_ids, self.hparams.group_size, ["real"] * len(task_ids))
         dispatch("on_rollout_plan", self.trainer, self, plan)
+        self.check_plan(plan)
         seed = rollout_seed(self.hparams.seed, step, self.global_rank)
         if self._background is None:
             self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wmrl-rollout")
@@ -293,6 +314,7 @@ class RLModule(pl.LightningModule):
         if self._pending is None:
             plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
             dispatch("on_rollout_plan", self.trainer, self, plan)
+            self.check_plan(plan)
             batch = self.rollout(plan, seed=rollout_seed(hp.seed, self.global_step, self.global_rank))
         else:
             plan, batch = self._take_pending(list(task_ids))

@@ -191,10 +191,6 @@ class VLAGRPOModule(RLModule):
 
     def rollout(self, plan: RolloutPlan, seed: int) -> RolloutBatch:
         """Play ``group_size`` episodes per group in the simulator; grade each group in its planned environment."""
-        for group, name in enumerate(plan.environments):
-            if name not in self.environments:
-                raise KeyError(f"the rollout plan routes group {group} to {name!r}, but the module has only "
-                               f"{sorted(self.environments)}; add the callback that provides it (WorldModelReward)")
         seeds = [seed_of(t) for t in plan.task_ids for _ in range(plan.group_size)]
         generator = torch.Generator().manual_seed(seed)
         self.policy.eval()
@@ -221,11 +217,7 @@ class VLAGRPOModule(RLModule):
         samples = [(batch.trajectories[i].episode, c, float(batch.advantages[i])) for i in rows
                    for c in range(len(batch.trajectories[i].episode.chunk_starts))]
         if not samples:
-            # an empty step still steps the optimizer (a no-op without gradients): global_step then counts
-            # rollout steps, which the exploration seed and the data order (and so an exact resume) rely on
-            optimizer.zero_grad(set_to_none=True)
-            optimizer.step()
-            return {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, "train/skipped_step": 1.0}
+            return {"loss/total": 0.0, "loss/pg": 0.0, "loss/kl": 0.0, **self.empty_step()}
         starts = [e.chunk_starts[c] for e, c, _ in samples]
         obs = observation_batch(torch.as_tensor(np.array([e.states[t] for (e, _, _), t in zip(samples, starts, strict=True)])),
                                 torch.as_tensor(np.array([e.env_states[t] for (e, _, _), t in zip(samples, starts, strict=True)])))
