@@ -308,3 +308,17 @@ def test_a_learning_world_model_learns_from_anchors_after_grading_them_and_is_ch
     restored = WorldModelReward(LearningWorldModel(module.tokenizer))
     restored.load_state_dict(saved)
     assert restored.world_model.examples == world_model.examples
+
+
+def test_the_rl_hooks_are_timed_by_lightnings_profiler_like_its_own_hooks():
+    from lightning.pytorch.profilers import SimpleProfiler
+
+    module, world_model = make()
+    profiler = SimpleProfiler()
+    trainer(1, wmrl_callbacks(world_model), profiler=profiler).fit(
+        module, torch.utils.data.DataLoader(Steps(1), batch_size=None))
+    timed = set(profiler.recorded_durations)
+    for callback, hook in (("AnchorRouting", "on_rollout_plan"), ("WorldModelReward", "on_rollout_end"),
+                           ("OnlineDebiasing", "on_rewards"), ("InverseVarianceDenoising", "on_advantages")):
+        assert any(k.startswith(f"[Callback]{callback}") and k.endswith(f".{hook}") for k in timed), (callback, hook)
+    assert any(k.startswith("[Callback]") and k.endswith(".on_train_batch_end") for k in timed)  # Lightning's own

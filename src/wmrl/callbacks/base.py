@@ -49,13 +49,16 @@ class RLCallback(Callback):
 
 
 def dispatch(hook: str, trainer: pl.Trainer, pl_module: pl.LightningModule, payload) -> None:
-    """Call ``hook`` on every :class:`RLCallback` of the trainer, in order."""
+    """Call ``hook`` on every :class:`RLCallback` of the trainer, in order, each timed by the trainer's profiler
+    under ``[Callback]<state_key>.<hook>``, the name Lightning gives its own callback hooks (``--trainer.profiler
+    simple`` lists them beside Lightning's)."""
     if hook not in RL_HOOKS:
         raise ValueError(f"unknown RL hook {hook!r}; the hooks are {RL_HOOKS}")
     call = methodcaller(hook, trainer, pl_module, payload)
     for callback in trainer.callbacks:
         if isinstance(callback, RLCallback):
-            call(callback)
+            with trainer.profiler.profile(f"[Callback]{callback.state_key}.{hook}"):
+                call(callback)
 
 
 def claim_saved_states(states: dict, callbacks: Sequence[Callback]) -> None:
