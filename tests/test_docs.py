@@ -158,6 +158,24 @@ def test_the_readme_links_resolve():
 
 
 # -- nothing outside the repository -------------------------------------------------------------------------
+def test_the_readmes_map_of_the_design_names_what_the_tree_holds():
+    """Every path and class the README's "Where the design lives" table names exists where it says."""
+    import re
+
+    table = (ROOT / "README.md").read_text().split("## Where the design lives", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| design")]
+    assert len(rows) >= 8
+    for row in rows:
+        where = row.split("|")[2]
+        for path in re.findall(r"`([\w/.]+(?:\.py|/))`", where):
+            base = ROOT if path.startswith("configs/") else ROOT / "src" / "wmrl"
+            assert (base / path).exists(), f"README names {path}, which does not exist"
+        for name in re.findall(r"`([A-Z]\w+)`", where):
+            if name != "LightningCLI":
+                assert re.search(rf"^class {name}\b", "\n".join(
+                    f.read_text() for f in (ROOT / "src").rglob("*.py")), re.M), f"README names class {name}"
+
+
 def test_nothing_points_outside_the_repository():
     """The design notes the project was built from are not part of it: what they said is in docs/ (the method,
     design, findings pages), in the project's own words."""
