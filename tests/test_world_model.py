@@ -13,7 +13,7 @@ from wmrl.autoresearch.environments.lm_world_model import (
     parse_predictions,
 )
 from wmrl.models import smollm2_tokenizer, tiny_llama
-from wmrl.types import Source, Status, StepRequest
+from wmrl.types import Basis, Source, Status, StepRequest
 
 SCRIPT = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\nprint(len(train))\n"
 
@@ -35,7 +35,7 @@ def test_the_gate_answers_without_a_model_call(tiny_suite):
     outcomes = wm.step_many([StepRequest("tiny_iris", None, "no code"), StepRequest("tiny_iris", "x = (", "```")])
     assert [o.status for o in outcomes] == [Status.MALFORMED, Status.SYNTAX_ERR]
     assert [o.reward for o in outcomes] == [0.0, 0.0]
-    assert all(o.source is Source.WORLD_MODEL and o.flags == ("gate",) for o in outcomes) and wm.calls == 0
+    assert all(o.source is Source.WORLD_MODEL and o.basis is Basis.EXACT for o in outcomes) and wm.calls == 0
     with pytest.raises(RuntimeError, match="no policy bound"):
         wm.step_many([StepRequest("tiny_iris", SCRIPT, "")])
 

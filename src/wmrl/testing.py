@@ -95,5 +95,5 @@ def check_world_model(world_model: Any, task_id: str = "smoke_iris") -> Report:
         for outcome, what in zip(found.outcomes[:2], ("no code block", "a syntax error"), strict=True):
             if outcome.reward != 0.0:
                 report.problems.append(f"a turn with {what} must be answered 0.0 without a model call (use "
-                                       f"wmrl.autoresearch.environments.lm_world_model.gate), got {outcome.reward}")
+                                       f"wmrl.autoresearch.environments.gate.gate), got {outcome.reward}")
     return report

@@ -56,6 +56,15 @@ class Source(str, enum.Enum):
     WORLD_MODEL = "world_model"
 
 
+class Basis(str, enum.Enum):
+    """How a world model reached an outcome: only a ``predicted`` one is a prediction, which the corrections
+    calibrate and pair with the real reward. (Real outcomes keep the default; nothing reads it there.)"""
+
+    PREDICTED = "predicted"  # the model's prediction
+    EXACT = "exact"  # decided without a model, as the real environment decides it (the deterministic gate)
+    PRIOR = "prior"  # a model that has learned nothing yet answered its prior
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The result of executing (or simulating) one solution script.
@@ -74,6 +83,7 @@ class Outcome:
         error: short machine-readable error (exception type, ``infra`` detail, submission problem).
         cached: served from the execution cache instead of being re-executed.
         variance: world-model predictions only: the variance of the predicted reward (its uncertainty).
+        basis: world-model outcomes only: a prediction, an exact answer or a prior (:class:`Basis`).
     """
 
     status: Status
@@ -90,10 +100,13 @@ class Outcome:
     error: str | None = None
     cached: bool = False
     variance: float | None = None
+    basis: Basis = Basis.PREDICTED
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
             object.__setattr__(self, "status", Status(self.status))
+        if not isinstance(self.basis, Basis):
+            object.__setattr__(self, "basis", Basis(self.basis))
         if not isinstance(self.source, Source):
             object.__setattr__(self, "source", Source(self.source))
         object.__setattr__(self, "flags", tuple(self.flags))
@@ -116,6 +129,7 @@ class Outcome:
         d = asdict(self)
         d["status"] = self.status.value
         d["source"] = self.source.value
+        d["basis"] = self.basis.value
         d["flags"] = list(self.flags)
         return d
 
@@ -660,7 +674,7 @@ def missing_members(plugin: Any, protocol: type) -> str:
 #: the records and every plug-in contract (``tests/test_no_probing.py`` checks the shipped plug-ins against them)
 __all__ = [
     # records
-    "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
+    "Basis", "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
     # environments and world models, both domains
     "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
     "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "PlansSteps", "KnowsContext", "LanguageModelBackend",

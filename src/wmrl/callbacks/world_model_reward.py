@@ -27,6 +27,7 @@ import torch
 
 from wmrl.callbacks.base import RLCallback, gather_rows
 from wmrl.types import (
+    Basis,
     BindsToPolicy,
     Checkpointable,
     ComparesWithStarter,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from wmrl.types import RolloutBatch
 
 #: outcome flags that mark a world-model answer as no prediction: the exact gate, an untrained learned model's prior
-NOT_PREDICTIONS = frozenset({"gate", "untrained"})
 PER_STEP = ("parse_failures", "unanswered")  # a world model's running counts logged as each step's increase
 
 
@@ -116,7 +116,7 @@ class WorldModelReward(RLCallback):
             best: dict[int, float] = {}
             for i, outcome in zip(owners, outcomes, strict=True):
                 # gated turns are exact and an untrained learned model's prior is no prediction: neither pairs
-                if outcome.reward is not None and not NOT_PREDICTIONS.intersection(outcome.flags):
+                if outcome.reward is not None and outcome.basis is Basis.PREDICTED:
                     best[i] = max(best.get(i, 0.0), outcome.reward)
             for i, outcome in zip(owners, outcomes, strict=True):
                 if outcome.missing:  # a turn the world model could not answer: the trajectory's prediction is missing

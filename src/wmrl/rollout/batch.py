@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from wmrl.types import Outcome, RolloutBatch, Source, Trajectory, Turn
+from wmrl.types import Basis, Outcome, RolloutBatch, Source, Trajectory, Turn
 
 if TYPE_CHECKING:
     from wmrl.rollout.agent import RolloutState
@@ -40,7 +40,7 @@ def rollout_batch(trajectories: Sequence[Trajectory], groups: Sequence[int], tok
     n = len(trajectories)
     rewards = torch.tensor([math.nan if t.reward is None else t.reward for t in trajectories], dtype=torch.float32)
     is_real = torch.tensor([t.source is Source.REAL for t in trajectories], dtype=torch.bool)
-    predicted = torch.tensor([any("gate" not in turn.outcome.flags for turn in t.turns) for t in trajectories],
+    predicted = torch.tensor([any(turn.outcome.basis is not Basis.EXACT for turn in t.turns) for t in trajectories],
                              dtype=torch.bool)
     return RolloutBatch(
         trajectories=tuple(trajectories),

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wmrl.autoresearch.environments.executed_form import executed_form
-from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
-from wmrl.types import Outcome, Source, Status
+from wmrl.autoresearch.environments.gate import gate
+from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE
+from wmrl.types import Basis, Outcome, Source, Status
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +51,6 @@ BUILTIN_ENCODER = "all-minilm-l6-v2"
 #: the outcome classes the head predicts; a valid submission's class is its quality bucket (upper position edge)
 LABELS = ("timeout", "flagged", "runtime_err", "ran_no_sub", "valid_low", "valid_fair", "valid_mid", "valid_high")
 VALID_BUCKETS = ((0.125, "valid_low"), (0.325, "valid_fair"), (0.6, "valid_mid"), (1.0, "valid_high"))
-UNTRAINED_FLAG = "untrained"  # on answers given before the head is fit: the prior, not a prediction
 UNCHANGED = "# (the starter solution, unchanged)"
 PRETRAINED_FORMAT = 1  # the layout of the files LearnedWorldModel.save writes
 
@@ -436,8 +436,8 @@ class LearnedWorldModel:
             feedback="Simulated execution (learned world model): not enough real executions seen to predict yet.",
             source=Source.WORLD_MODEL,
             error="world_model: untrained",
-            flags=(UNTRAINED_FLAG,),
             variance=MAX_VARIANCE,
+            basis=Basis.PRIOR,  # the prior, not a prediction
         )
 
     def metrics(self) -> dict[str, float]:

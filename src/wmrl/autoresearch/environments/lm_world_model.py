@@ -8,8 +8,8 @@ It answers the agent loop's environment protocol (``step_many``) like the real s
     outcomes = wm.step_many(requests)          # -> [Outcome(source=world_model, reward, variance, feedback)]
 
 The deterministic gate comes first: no code block -> ``malformed`` and ``compile()`` failing -> ``syntax_err``,
-both 0.0 without any model call. Gated outcomes carry the flag ``"gate"``: they are exact (the real sandbox gates
-the same way), so they are neither calibrated nor used as calibration pairs. Two prediction modes:
+both 0.0 without any model call (:func:`~wmrl.autoresearch.environments.gate.gate`). Gated outcomes have ``basis``
+``exact``: the real sandbox gates the same way, so they are neither calibrated nor used as calibration pairs. Two prediction modes:
 
 - ``generate`` (the paper): the holistic simulation prompt (task, data inventory, the code with 1-indexed line
   numbers; simulate parse -> compile -> run, first exception wins -> submission -> score) answered as JSON
@@ -34,12 +34,12 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.autoresearch.environments.executed_form import executed_form
-from wmrl.autoresearch.environments.grader import check_script
+from wmrl.autoresearch.environments.gate import gate
 from wmrl.autoresearch.tasks.build import STARTER_HEADING
 from wmrl.types import LanguageModelBackend, Outcome, ReportsMetrics, Source, Status
 
@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 
 BUCKET_POSITION = {"low": 0.05, "fair": 0.20, "mid": 0.45, "high": 0.75}
 MAX_VARIANCE = 0.25  # the largest variance of any reward in [0, 1]
-GATE_FLAG = "gate"  # on outcomes decided by the deterministic gate: exact, not predictions (never calibrated)
 
 
 @dataclass(frozen=True)
@@ -184,20 +183,6 @@ def _moments(probabilities: Sequence[float], rewards: Sequence[float]) -> tuple[
     mean = sum(p * r for p, r in zip(probabilities, rewards, strict=True))
     variance = sum(p * (r - mean) ** 2 for p, r in zip(probabilities, rewards, strict=True))
     return mean, max(variance, 0.0)
-
-
-def gate(requests: Sequence[StepRequest]) -> tuple[list[Outcome | None], list[int]]:
-    """Every world model's deterministic gate: the exact outcome of each request it decides (no code block,
-    ``compile()`` fails: 0.0, flagged ``"gate"``), ``None`` for the others, and the indices of those others."""
-    outcomes: list[Outcome | None] = [None] * len(requests)
-    todo = []
-    for i, request in enumerate(requests):
-        gated = check_script(request.code)
-        if gated is not None:
-            outcomes[i] = replace(gated, source=Source.WORLD_MODEL, flags=(GATE_FLAG,))
-        else:
-            todo.append(i)
-    return outcomes, todo
 
 
 class LMWorldModel:

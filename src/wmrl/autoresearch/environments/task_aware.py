@@ -49,9 +49,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wmrl.autoresearch.environments.executed_form import executed_form
+from wmrl.autoresearch.environments.gate import gate
 from wmrl.autoresearch.environments.learned import changed_part, read_executions, read_pretrained
-from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE, gate
-from wmrl.types import Outcome, Source, Status
+from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE
+from wmrl.types import Basis, Outcome, Source, Status
 
 if TYPE_CHECKING:
     import numpy as np
@@ -540,14 +541,12 @@ class TaskAwareWorldModel:
         return outcomes  # type: ignore[return-value]
 
     def _prior(self) -> Outcome:
-        from wmrl.autoresearch.environments.learned import UNTRAINED_FLAG
-
         self.untrained_answers += 1
         seen = [row[-1] for row in self.examples]
         return Outcome(status=Status.RUNTIME_ERR, reward=float(sum(seen) / len(seen)) if seen else FALLBACK_REWARD,
                        feedback="Simulated execution (task-aware world model): not enough real executions seen yet.",
-                       source=Source.WORLD_MODEL, error="world_model: untrained", flags=(UNTRAINED_FLAG,),
-                       variance=MAX_VARIANCE)
+                       source=Source.WORLD_MODEL, error="world_model: untrained", variance=MAX_VARIANCE,
+                       basis=Basis.PRIOR)
 
     def metrics(self) -> dict[str, float]:
         """Logged as ``world_model/*``: examples, refits, recalled answers, the cards' seconds (computed in this run,
