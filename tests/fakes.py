@@ -88,8 +88,9 @@ class DistortedWorldModel:
 class LoggingModule:
     """Stands in for a LightningModule where a callback only logs: keeps what it logged."""
 
-    def __init__(self) -> None:
+    def __init__(self, environments: dict | None = None) -> None:
         self.logged: dict[str, float] = {}
+        self.environments = dict(environments or {})
 
     def log_dict(self, metrics, **kw):
         self.logged.update(metrics)

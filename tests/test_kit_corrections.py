@@ -189,3 +189,61 @@ def test_the_end_of_fit_line_says_when_the_world_model_ranks_against_reality():
     exact = VarianceFusion()
     _observe(exact.estimate, rng, lambda r, g: r, 6)
     assert exact.summary().endswith("its rows' weight at the end 1.00")
+
+
+def test_a_prior_gives_a_share_from_the_start_and_fades_under_anchors_at_chance():
+    estimate = AgreementEstimate()
+    estimate.add_prior(0.85, 16)
+    assert estimate.share() == pytest.approx(0.673, abs=1e-3)  # tanh(atanh(0.85) - 1.645 / sqrt(14))
+    shares = _observe(estimate, np.random.default_rng(0), lambda r, g: g.random(len(r)), 64)
+    assert shares[0] > 0.3 and shares[-1] == 0.0  # the anchors outweigh it, and it decays like old evidence
+    assert estimate.prior_dof == pytest.approx(16 * 0.5 ** (64 / 32))
+    with pytest.raises(ValueError, match="agreement in"):
+        estimate.add_prior(1.5, 4)
+
+
+class KnowsAgreement:
+    """A world model that measured its agreement before the run (as the pretrained task-aware model does)."""
+
+    def __init__(self, prior):
+        self.prior, self.asked = prior, 0
+
+    def agreement_prior(self):
+        self.asked += 1
+        return self.prior
+
+
+def anchor_step(fusion, module, wm_of_anchors=(0.9, 0.1, 0.6, 0.4)):
+    real = [0.1, 0.4, 0.6, 0.9]
+    batch = make_batch(real + [0.5] * 4, list(wm_of_anchors) + [0.2, 0.4, 0.6, 0.8], [0] * 4 + [1] * 4,
+                       [True] * 4 + [False] * 4)
+    batch.used.fill_(True)
+    batch.advantages.copy_(torch.tensor([-1.0, -0.5, 0.5, 1.0] * 2))
+    fusion.on_advantages(None, module, batch)
+    return batch
+
+
+def test_the_fusion_takes_the_world_models_measured_agreement_once_and_caps_its_weight():
+    world_model = KnowsAgreement((0.85, 122.0))
+    fusion, module = VarianceFusion(), LoggingModule({"world_model": world_model})
+    batch = anchor_step(fusion, module, wm_of_anchors=(0.1, 0.4, 0.6, 0.9))
+    assert world_model.asked == 1 and fusion.estimate.prior_agreement == 0.85
+    assert module.logged["fusion/prior_dof"] == pytest.approx(16 * 0.5 ** (1 / 32))  # capped at 16, one group old
+    assert fusion.share > 0.9 and batch.advantages[4:].abs().sum() > 0  # agreement shown on top of the prior
+    anchor_step(fusion, module)
+    assert world_model.asked == 1  # read once a run
+    restored = VarianceFusion()
+    restored.load_state_dict(fusion.state_dict())
+    assert restored.prior_taken and restored.estimate.prior_dof == fusion.estimate.prior_dof
+
+    # at chance on the anchors from the first step, the prior alone still carries the world model's rows a while
+    alone, module = VarianceFusion(), LoggingModule({"world_model": KnowsAgreement((0.85, 122.0))})
+    anchor_step(alone, module)
+    assert 0 < alone.share < 0.673
+
+    for ignored in (VarianceFusion(prior_dof=0), VarianceFusion()):
+        environments = {"world_model": KnowsAgreement((0.85, 122.0))} if ignored.prior_dof == 0 else {}
+        anchor_step(ignored, LoggingModule(environments))
+        assert ignored.estimate.prior_dof == 0 and ignored.share == 0.0  # no prior: nothing shown yet
+    with pytest.raises(ValueError, match="prior_dof must be >= 0"):
+        VarianceFusion(prior_dof=-1)

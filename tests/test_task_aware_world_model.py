@@ -4,6 +4,7 @@ a regressor over both that learns task x code interactions, exact recall of exec
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -156,17 +157,30 @@ def test_the_pretrained_file_and_the_checkpoint_state_reproduce_the_answers(tiny
         TaskAwareWorldModel(pretrained=str(tmp_path / "old.pt"), suite=tiny_suite).step_many(asked)
 
 
-def test_the_out_of_fold_variance_is_the_error_on_tasks_left_out():
-    from wmrl.autoresearch.environments.task_aware import out_of_fold_variance
+def test_out_of_fold_predictions_are_made_on_tasks_left_out_and_give_the_error_and_the_agreement():
+    from wmrl.autoresearch.environments.task_aware import out_of_fold_predictions, within_task_agreement
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 3))
     y = 0.5 + 0.1 * x[:, 0]
     groups = [f"t{k % 6}" for k in range(60)]
-    learnable = out_of_fold_variance(x, y, groups)
-    noise = out_of_fold_variance(x, rng.permutation(y), groups)
-    assert learnable < noise and learnable < np.var(y)
-    assert out_of_fold_variance(x, y, ["one"] * 60) == pytest.approx(np.var(y))
+    shuffled = rng.permutation(y)
+    learnable, noise = out_of_fold_predictions(x, y, groups), out_of_fold_predictions(x, shuffled, groups)
+    assert np.mean((learnable - y) ** 2) < np.mean((noise - shuffled) ** 2) and np.mean((learnable - y) ** 2) < np.var(y)
+    assert np.allclose(out_of_fold_predictions(x, y, ["one"] * 60), np.mean(y))  # one task: nothing left out
+    agreement, dof = within_task_agreement(learnable, y, groups)
+    assert agreement > 0.8 and dof == 60 - 6  # six tasks of ten: nine degrees of freedom each
+    assert abs(within_task_agreement(noise, shuffled, groups)[0]) < 0.4
+
+
+def test_a_pretrained_model_says_how_well_it_ranked_tasks_it_was_not_fitted_on():
+    from wmrl.types import KnowsItsAgreement
+
+    artefact = Path(__file__).resolve().parents[1] / "benchmarks" / "artefacts" / "task_aware_world_model.pt"
+    model = TaskAwareWorldModel(pretrained=str(artefact))
+    agreement, dof = model.agreement_prior()
+    assert isinstance(model, KnowsItsAgreement) and 0 < agreement < 1 and dof == pytest.approx(138 - 16)
+    assert TaskAwareWorldModel().agreement_prior() is None  # nothing pretrained, nothing measured
 
 
 def test_a_cached_card_is_read_not_recomputed_and_its_cost_still_reported(tiny_suite):

@@ -385,6 +385,15 @@ class ReportsMetrics(Protocol):
 
 
 @runtime_checkable
+class KnowsItsAgreement(Protocol):
+    """A world model that says how well it ranked outcomes before the run: ``(correlation, dof)``, the pooled
+    within-task correlation of its rewards with the real ones on tasks it was not fitted on, and the degrees of
+    freedom behind it (``None``: nothing measured). ``VarianceFusion`` pools it with the anchors' agreement."""
+
+    def agreement_prior(self) -> tuple[float, float] | None: ...
+
+
+@runtime_checkable
 class PlansSteps(Protocol):
     """A data module that says a training step's tasks before its loader yields them (asynchronous rollouts play
     the next step ahead: ``max_staleness: 1``); what it says must be what the loader then yields."""
@@ -677,7 +686,7 @@ __all__ = [
     "Basis", "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
     # environments and world models, both domains
     "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
-    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "PlansSteps", "KnowsContext", "LanguageModelBackend",
+    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "KnowsItsAgreement", "PlansSteps", "KnowsContext", "LanguageModelBackend",
     "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
     # policies, generation, data
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",

@@ -16,6 +16,10 @@ is largest at ``w = rho``: the inverse-variance weight of a world-model row made
 so a world model at chance (``rho = 0``) leaves exactly the anchors' update (real GRPO at the anchors' executions)
 and an exact one (``rho = 1``) weighs every row alike.
 
+A world model can bring evidence from before the run (:meth:`AgreementEstimate.add_prior`: the agreement it showed
+on tasks it was not fitted on, with the degrees of freedom it counts as): it is pooled with the anchors' on Fisher's
+z scale, weighted by degrees of freedom, and fades with every anchor group like an old one.
+
 ``rho`` is measured on the anchors, out of sample (their world-model rewards calibrated by the map fitted *before*
 their own pairs, :class:`~wmrl.callbacks.debiasing.OnlineDebiasing` with ``method="strict"``): the pooled
 within-group correlation of exponentially weighted sums (half-life in anchor groups: the world model and the policy
@@ -44,6 +48,7 @@ import numpy as np
 HALF_LIFE = 32.0  # anchor groups
 Z = 1.645  # one-sided 95%: the share is the lower bound of the agreement
 MIN_DOF = 4.0  # within-group degrees of freedom before any share
+PRIOR_DOF = 16.0  # the most a world model's agreement measured before the run counts as (about five groups of four)
 
 
 @dataclass
@@ -56,6 +61,8 @@ class AgreementEstimate:
         sxy, sxx, syy: decayed sums of the group-centred cross products and squares.
         dof: decayed within-group degrees of freedom (a group of ``n`` rows adds ``n - 1``).
         groups: anchor groups observed (not decayed).
+        prior_agreement, prior_dof: evidence from before the run (:meth:`add_prior`); its degrees of freedom decay
+            with every anchor group as the sums do.
     """
 
     half_life: float = HALF_LIFE
@@ -65,6 +72,8 @@ class AgreementEstimate:
     syy: float = 0.0
     dof: float = 0.0
     groups: int = 0
+    prior_agreement: float = 0.0
+    prior_dof: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.half_life > 0:
@@ -85,7 +94,21 @@ class AgreementEstimate:
         self.sxx = decay * self.sxx + float(d @ d)
         self.syy = decay * self.syy + float(s @ s)
         self.dof = decay * self.dof + len(d) - 1
+        self.prior_dof *= decay
         self.groups += 1
+
+    def add_prior(self, agreement: float, dof: float) -> None:
+        """Evidence from before the run: a within-group correlation ``agreement`` worth ``dof`` degrees of freedom
+        (e.g. a world model's out-of-fold agreement on tasks it was not fitted on).
+
+        >>> estimate = AgreementEstimate()
+        >>> estimate.add_prior(0.7, 16)
+        >>> round(estimate.share(), 3)  # the lower bound of 0.7 over 16 degrees of freedom
+        0.403
+        """
+        if not -1.0 <= agreement <= 1.0 or dof < 0:
+            raise ValueError(f"a prior needs an agreement in [-1, 1] and dof >= 0 (got {agreement}, {dof})")
+        self.prior_agreement, self.prior_dof = float(agreement), float(dof)
 
     @property
     def agreement(self) -> float:
@@ -94,21 +117,35 @@ class AgreementEstimate:
             return math.nan
         return max(-1.0, min(1.0, self.sxy / math.sqrt(self.sxx * self.syy)))
 
+    def pooled(self) -> tuple[float, float]:
+        """The anchors' agreement pooled with the prior's: ``(correlation, dof)``, Fisher's z weighted by degrees
+        of freedom (the anchors' alone without a prior; ``(nan, 0)`` with neither)."""
+        parts = [(self.agreement, self.dof), (self.prior_agreement, self.prior_dof)]
+        parts = [(math.atanh(max(-1 + 1e-9, min(rho, 1 - 1e-9))), dof) for rho, dof in parts
+                 if dof > 0 and not math.isnan(rho)]
+        dof = sum(w for _, w in parts)
+        if not dof > 0:
+            return math.nan, 0.0
+        return math.tanh(sum(z * w for z, w in parts) / dof), dof
+
     def share(self) -> float:
-        """The world-model rows' weight: the agreement's lower confidence bound, floored at 0 (0 until
+        """The world-model rows' weight: the lower confidence bound of the pooled agreement, floored at 0 (0 until
         :data:`MIN_DOF`)."""
-        rho = self.agreement
-        if not rho > 0 or self.dof < MIN_DOF:
+        rho, dof = self.pooled()
+        if not rho > 0 or dof < MIN_DOF:
             return 0.0
-        fisher = math.atanh(min(rho, 1 - 1e-9)) - self.z / math.sqrt(max(self.dof - 2.0, 1.0))
+        fisher = math.atanh(min(rho, 1 - 1e-9)) - self.z / math.sqrt(max(dof - 2.0, 1.0))
         return max(0.0, math.tanh(fisher))
 
     def state_dict(self) -> dict:
-        return {"sxy": self.sxy, "sxx": self.sxx, "syy": self.syy, "dof": self.dof, "groups": self.groups}
+        return {"sxy": self.sxy, "sxx": self.sxx, "syy": self.syy, "dof": self.dof, "groups": self.groups,
+                "prior_agreement": self.prior_agreement, "prior_dof": self.prior_dof}
 
     def load_state_dict(self, state: dict) -> None:
         self.sxy, self.sxx, self.syy = float(state["sxy"]), float(state["sxx"]), float(state["syy"])
         self.dof, self.groups = float(state["dof"]), int(state["groups"])
+        self.prior_agreement = float(state.get("prior_agreement", 0.0))  # a state saved without a prior has none
+        self.prior_dof = float(state.get("prior_dof", 0.0))
 
 
 def certainty_weights(variances) -> np.ndarray:

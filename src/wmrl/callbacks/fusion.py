@@ -14,8 +14,15 @@ pairs), else the raw ``wm_rewards``. This is the kit's replacement for the paper
 :class:`~wmrl.callbacks.denoising.InverseVarianceDenoising`, whose weight is relative (frozen to 2 after the warm-up,
 whatever the noise) and capped at 4, so it cannot silence a world model at chance.
 
+A world model that measured its agreement before the run (:class:`~wmrl.types.KnowsItsAgreement`: the task-aware
+world model's out-of-fold agreement on the tasks it was pretrained on, each left out in turn) brings it as a prior,
+worth at most ``prior_dof`` degrees of freedom: pooled with the anchors' on Fisher's z scale, it lets a world model
+that knows something carry weight from the first step, and fades as anchor groups come in (the same half-life). A
+world model at chance measured nothing better than chance, and its prior gives it no share.
+
 Logged: ``fusion/wm_share`` (the world-model rows' share of the update's weight), ``fusion/rho`` (the share per row),
-``fusion/agreement`` (the point estimate), ``fusion/dof``.
+``fusion/agreement`` (the anchors' point estimate), ``fusion/dof``, ``fusion/prior_dof`` (the prior's degrees of
+freedom left).
 """
 
 from __future__ import annotations
@@ -25,8 +32,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from wmrl.algorithms.fusion import HALF_LIFE, AgreementEstimate, Z, certainty_weights, fusion_scales
+from wmrl.algorithms.fusion import (
+    HALF_LIFE,
+    PRIOR_DOF,
+    AgreementEstimate,
+    Z,
+    certainty_weights,
+    fusion_scales,
+)
 from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
+from wmrl.types import KnowsItsAgreement
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -45,11 +60,26 @@ class VarianceFusion(RLCallback):
             rows (:func:`~wmrl.algorithms.fusion.certainty_weights`): the stream's total share stays the measured
             agreement's, the rows it predicts surely get more of it. Rows without a variance (the VLA world models
             give none) weigh alike.
+        prior_dof: the most degrees of freedom a world model's own measured agreement (before the run) counts as
+            (16: about five anchor groups of four); 0 ignores it.
     """
 
-    def __init__(self, half_life: float = HALF_LIFE, z: float = Z, per_sample_variance: bool = False) -> None:
+    def __init__(self, half_life: float = HALF_LIFE, z: float = Z, per_sample_variance: bool = False,
+                 prior_dof: float = PRIOR_DOF) -> None:
         self.estimate = AgreementEstimate(half_life=half_life, z=z)  # checks its settings
         self.per_sample_variance = per_sample_variance
+        if prior_dof < 0:
+            raise ValueError(f"VarianceFusion prior_dof must be >= 0 (got {prior_dof})")
+        self.prior_dof = prior_dof
+        self.prior_taken = False  # the world model's prior is read once, before the first anchor group
+
+    def take_prior(self, pl_module: pl.LightningModule) -> None:
+        """Pool the world model's measured agreement in (:class:`~wmrl.types.KnowsItsAgreement`), once a run."""
+        self.prior_taken = True
+        world_model = pl_module.environments.get("world_model")
+        prior = world_model.agreement_prior() if isinstance(world_model, KnowsItsAgreement) else None
+        if prior is not None and self.prior_dof > 0 and not math.isnan(prior[0]):
+            self.estimate.add_prior(prior[0], min(prior[1], self.prior_dof))
 
     @property
     def share(self) -> float:
@@ -66,6 +96,8 @@ class VarianceFusion(RLCallback):
         return groups
 
     def on_advantages(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        if not self.prior_taken:
+            self.take_prior(pl_module)
         # every rank folds in every rank's groups, in rank order: the same estimate everywhere
         rank = rank_of(trainer)
         local = [(rank * 100_000 + i, d, s) for i, (ds, ss) in enumerate(self.anchor_groups(batch))
@@ -91,6 +123,7 @@ class VarianceFusion(RLCallback):
             "fusion/rho": rho,
             "fusion/agreement": self.estimate.agreement if self.estimate.groups else math.nan,
             "fusion/dof": self.estimate.dof,
+            "fusion/prior_dof": self.estimate.prior_dof,
         }, on_step=True, batch_size=len(batch))
 
     def row_weights(self, batch: RolloutBatch) -> torch.Tensor:
@@ -105,12 +138,16 @@ class VarianceFusion(RLCallback):
     def summary(self) -> str:
         """One line for the end of a fit: the measured agreement and what it made of the world model's rows."""
         estimate = self.estimate
+        prior = (f"; its prior (agreement measured before the run) {estimate.prior_agreement:+.2f}, "
+                 f"{estimate.prior_dof:.1f} degrees of freedom left" if estimate.prior_dof > 0 else "")
         if not estimate.groups:
+            if estimate.prior_dof > 0:
+                return f"VarianceFusion: no anchor group was measured{prior}; its rows' weight {estimate.share():.2f}"
             return "VarianceFusion: no anchor group was measured; the world model's rows carried no weight"
         rho, share = estimate.agreement, estimate.share()
         line = (f"VarianceFusion: the world model's agreement with the anchors {rho:+.2f} over {estimate.groups} "
-                f"anchor groups; its rows' weight at the end {share:.2f}")
-        if not rho > 0:
+                f"anchor groups{prior}; its rows' weight at the end {share:.2f}")
+        if not estimate.pooled()[0] > 0:
             return line + " (it ranks rollouts at chance or against reality: its rows carried no weight)"
         return line + (" (not yet shown to agree: no weight)" if share == 0 else "")
 
@@ -126,7 +163,8 @@ class VarianceFusion(RLCallback):
         return self._generate_state_key(half_life=self.estimate.half_life, z=self.estimate.z)
 
     def state_dict(self) -> dict:
-        return self.estimate.state_dict()
+        return {**self.estimate.state_dict(), "prior_taken": self.prior_taken}
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.estimate.load_state_dict(state_dict)
+        self.prior_taken = bool(state_dict.get("prior_taken", True))  # a run that saved no flag had no prior

@@ -344,6 +344,8 @@ class TaskAwareWorldModel:
         self.tasks: list[str] = []  # its task (hashed)
         self.regressor: Any = None
         self.error_variance = MAX_VARIANCE
+        self.out_of_fold = None  # the last refit's out-of-fold predictions, by task
+        self._pretrained_agreement: tuple[float, float] | None = None
         self.pretrained_meta: dict = {}
         self._ready = False
         self.since_fit = self.refits = self.calls = self.recalled = self.untrained_answers = 0
@@ -486,7 +488,9 @@ class TaskAwareWorldModel:
         data = np.asarray(self.examples, dtype=float)
         x, y = _missing_as_value(data[:, :-1]), data[:, -1]
         self.regressor = _regressor().fit(x, y)
-        self.error_variance = min(out_of_fold_variance(x, y, self.tasks), MAX_VARIANCE)
+        predicted = out_of_fold_predictions(x, y, self.tasks)
+        self.error_variance = min(float(np.mean((predicted - y) ** 2)), MAX_VARIANCE)
+        self.out_of_fold = predicted
         self.since_fit = 0
         self.refits += 1
         return True
@@ -578,7 +582,17 @@ class TaskAwareWorldModel:
         self._memory = None
         self.pretrained_meta = dict(state.get("meta") or {})
         self.refit()
-        log.info("TaskAwareWorldModel: %d pretrained examples from %s", len(self.examples), path)
+        real = [row[-1] for row in self.examples]
+        self._pretrained_agreement = within_task_agreement(self.out_of_fold, real, self.tasks)
+        log.info("TaskAwareWorldModel: %d pretrained examples from %s (within-task agreement on tasks left out: "
+                 "%.3f over %.0f degrees of freedom)", len(self.examples), path, *self._pretrained_agreement)
+
+    def agreement_prior(self) -> tuple[float, float] | None:
+        """How well the pretrained model ranked scripts on tasks it was not fitted on (out of fold by task: the
+        pooled within-task correlation and its degrees of freedom), ``None`` without a pretrained file (or when
+        this model continues from a checkpoint: the run that wrote it had the prior already)."""
+        self._ensure_ready()
+        return self._pretrained_agreement
 
     # -- checkpointing ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -631,21 +645,38 @@ def _regressor():
                                          l2_regularization=1.0, random_state=0)
 
 
-def out_of_fold_variance(x: np.ndarray, y: np.ndarray, groups: Sequence[str], folds: int = 5) -> float:
-    """Mean squared error of the regressor on examples it was not fitted on, folds by ``groups`` (the task, so
-    this is the error on a task it did not see); the examples' variance when there are too few groups."""
+def out_of_fold_predictions(x: np.ndarray, y: np.ndarray, groups: Sequence[str], folds: int = 5) -> np.ndarray:
+    """The regressor's prediction of each example from a fit without it, folds by ``groups`` (the task, so each is a
+    prediction on a task it did not see); the examples' mean everywhere when there are too few groups."""
     import numpy as np
 
     names = sorted(set(groups))
     if len(names) < 2:
-        return float(np.var(y))
+        return np.full(len(y), float(np.mean(y)))
     fold_of = {g: k % folds for k, g in enumerate(names)}
     fold = np.array([fold_of[g] for g in groups])
-    errors = np.zeros(len(y))
+    predicted = np.zeros(len(y))
     for k in set(fold.tolist()):
         inside = fold != k
-        errors[~inside] = _regressor().fit(x[inside], y[inside]).predict(x[~inside]) - y[~inside]
-    return float(np.mean(errors**2))
+        predicted[~inside] = _regressor().fit(x[inside], y[inside]).predict(x[~inside])
+    return predicted
+
+
+def within_task_agreement(predicted: Sequence[float], real: Sequence[float], tasks: Sequence[str]) -> tuple[float, float]:
+    """The pooled within-task correlation of ``predicted`` with ``real`` rewards and its degrees of freedom (the
+    statistic :class:`~wmrl.algorithms.fusion.AgreementEstimate` measures on anchor groups, undecayed)."""
+    import math
+
+    import numpy as np
+
+    from wmrl.algorithms.fusion import AgreementEstimate
+
+    estimate = AgreementEstimate(half_life=math.inf)
+    tasks = np.asarray(tasks)
+    for task in sorted(set(tasks.tolist())):
+        rows = tasks == task
+        estimate.observe(np.asarray(predicted)[rows], np.asarray(real)[rows])
+    return estimate.agreement, estimate.dof
 
 
 def _outcome(reward: float, variance: float, why: str) -> Outcome:
