@@ -60,15 +60,18 @@ def test_engines_and_backends_are_typed_plug_ins():
     from wmrl.generation.engine import GenerationEngine
     from wmrl.generation.hf import HFGenerationEngine
     from wmrl.generation.hf_world_model import HFWorldModelBackend
+    from wmrl.generation.served_world_model import ServedWorldModelBackend
     from wmrl.generation.vllm import VLLMGenerationEngine
     from wmrl.generation.vllm_world_model import VLLMWorldModelBackend
     from wmrl.types import LanguageModelBackend
 
     assert isinstance(HFWorldModelBackend(), LanguageModelBackend)
     assert isinstance(VLLMWorldModelBackend(), LanguageModelBackend)  # no vllm needed until it answers
+    assert isinstance(ServedWorldModelBackend("http://localhost:8100"), LanguageModelBackend)  # nothing asked yet
     assert issubclass(HFGenerationEngine, GenerationEngine) and issubclass(VLLMGenerationEngine, GenerationEngine)
     assert (HFGenerationEngine.exact_with_top_p, HFGenerationEngine.runs_under_fsdp) == (True, True)
     assert (VLLMGenerationEngine.exact_with_top_p, VLLMGenerationEngine.runs_under_fsdp) == (False, False)
+    assert VLLMGenerationEngine.holds_own_weights and not HFGenerationEngine.holds_own_weights  # max_staleness 1
 
 
 def test_a_conforming_world_model_passes_and_its_capabilities_are_named(tiny_suite):

@@ -52,7 +52,7 @@ class HFWorldModelBackend:
         return torch.no_grad()
 
     def option_probabilities(self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int],
-                             prefix_groups: Sequence[str]) -> list[list[float]]:
+                             prefix_groups: Sequence[str]) -> list[list[float] | None]:
         import torch
 
         from wmrl.models.kv import last_token_logits
@@ -74,7 +74,7 @@ class HFWorldModelBackend:
         return result
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, temperature: float, top_p: float,
-                 seed: int) -> list[str]:
+                 seed: int) -> list[str | None]:
         from wmrl.generation.engine import SamplingParams
         from wmrl.generation.hf import HFGenerationEngine
 

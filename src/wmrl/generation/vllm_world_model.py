@@ -101,7 +101,7 @@ class VLLMWorldModelBackend:
 
     def option_probabilities(
         self, prompts: Sequence[Sequence[int]], option_ids: Sequence[int], prefix_groups: Sequence[str] = ()
-    ) -> list[list[float]]:
+    ) -> list[list[float] | None]:
         """Per prompt, the next-token probability of each option token, renormalised over the options (prefix
         caching shares each prefix group's prompt prefix: ``prefix_groups`` needs no batching here).
 
@@ -140,7 +140,7 @@ class VLLMWorldModelBackend:
         temperature: float,
         top_p: float,
         seed: int,
-    ) -> list[str]:
+    ) -> list[str | None]:
         """One JSON answer per prompt, constrained to :data:`PREDICTIONS_SCHEMA`."""
         vllm = import_vllm()
         from vllm.sampling_params import StructuredOutputsParams
