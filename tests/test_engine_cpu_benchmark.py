@@ -25,7 +25,8 @@ def fake_run(engine: str, step_s: float, wall_s: float, gain: float = 0.1) -> di
             "heldout_final": {task: [v + gain for v in values] for task, values in start.items()}}
 
 
-def test_the_engines_differ_only_by_the_cpu_overlay(monkeypatch, tmp_path):
+def commands_of(arms, monkeypatch, tmp_path) -> list[list[str]]:
+    """The command line each arm's run would start (stopped at the start)."""
     commands = []
 
     class Stop(Exception):
@@ -37,14 +38,17 @@ def test_the_engines_differ_only_by_the_cpu_overlay(monkeypatch, tmp_path):
 
     monkeypatch.setattr(engine_cpu.subprocess, "Popen", popen)
     monkeypatch.setattr(engine_cpu, "cpu_probe", lambda: 1.0)
-    for engine in ("hf", "vllm"):
+    for arm in arms:
         with pytest.raises(Stop):
-            engine_cpu.run(engine, tmp_path / engine, steps=3)
-    hf, vllm = commands
+            engine_cpu.run(arm, tmp_path / arm, steps=3)
+    return [[a.replace(str(tmp_path / arm), "RUN") for a in command] for arm, command in zip(arms, commands, strict=True)]
+
+
+def test_the_engines_differ_only_by_the_cpu_overlay(monkeypatch, tmp_path):
+    hf, vllm = commands_of(("hf", "vllm"), monkeypatch, tmp_path)
     overlay = vllm.index(str(ROOT / "configs/autoresearch/vllm_cpu.yaml"))
     without = vllm[: overlay - 1] + vllm[overlay + 1 :]
-    assert [a.replace(str(tmp_path / "vllm"), "RUN") for a in without] == [
-        a.replace(str(tmp_path / "hf"), "RUN") for a in hf]
+    assert without == hf
     assert str(ROOT / "benchmarks/no_execution_cache.yaml") in hf and hf[hf.index("--trainer.max_steps") + 1] == "3"
 
 
@@ -59,21 +63,7 @@ def test_the_summary_gives_each_engine_and_the_difference_an_interval():
 
 
 def test_the_asynchronous_arm_is_the_vllm_arm_with_staleness_1(monkeypatch, tmp_path):
-    commands = []
-
-    class Stop(Exception):
-        pass
-
-    def popen(command, **kwargs):
-        commands.append(command)
-        raise Stop
-
-    monkeypatch.setattr(engine_cpu.subprocess, "Popen", popen)
-    monkeypatch.setattr(engine_cpu, "cpu_probe", lambda: 1.0)
-    for arm in ("vllm", "vllm_async"):
-        with pytest.raises(Stop):
-            engine_cpu.run(arm, tmp_path / "run", steps=3)
-    synchronous, asynchronous = commands
+    synchronous, asynchronous = commands_of(("vllm", "vllm_async"), monkeypatch, tmp_path)
     at = asynchronous.index("--model.init_args.max_staleness")
     assert asynchronous[at + 1] == "1" and asynchronous[:at] + asynchronous[at + 2:] == synchronous
 
