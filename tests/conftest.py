@@ -157,3 +157,29 @@ def sandbox(request):
 @pytest.fixture
 def have_tool():
     return lambda name: shutil.which(name) is not None
+
+
+# -- the fake vLLM (tests/fake_vllm.py) for the fast tier's engine tests ----------------------------------------------
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny Llama with a byte-level tokenizer, written as the checkpoint directory vLLM loads (tests/vllm_real has
+    its own: the real SmolLM2)."""
+    import fake_vllm
+    from fakes import byte_tokenizer
+
+    from wmrl.models import tiny_llama
+
+    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+    return fake_vllm.save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake vLLM installed as ``vllm`` for the test, with no engine left over before or after it."""
+    import fake_vllm
+
+    from wmrl.generation.vllm import release_engines
+
+    release_engines()
+    yield fake_vllm.install(monkeypatch)
+    release_engines()

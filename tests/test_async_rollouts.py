@@ -9,12 +9,12 @@ import fake_vllm
 import lightning.pytorch as pl
 import pytest
 import torch
-from fakes import LowTokenEnvironment, byte_tokenizer
+from fakes import LowTokenEnvironment
 
 from wmrl.autoresearch.grpo import GRPOModule
 from wmrl.callbacks import RLCallback
 from wmrl.generation.vllm import VLLMGenerationEngine, release_engines
-from wmrl.models import LoraSettings, load_policy, tiny_llama
+from wmrl.models import LoraSettings, load_policy
 
 TASKS = ["task_a", "task_b", "task_c"]
 
@@ -54,19 +54,6 @@ class Order(RLCallback):
 
     def on_advantages(self, trainer, pl_module, batch):
         self.events.append(("advantages", tuple(dict.fromkeys(t.task_id for t in batch.trajectories))))
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
-    return fake_vllm.save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("tiny-llama"))
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    release_engines()
-    yield fake_vllm.install(monkeypatch)
-    release_engines()
 
 
 def module_for(checkpoint, staleness: int, engine=VLLMGenerationEngine) -> GRPOModule:

@@ -35,19 +35,6 @@ SCRIPT = "import pandas as pd\ntrain = pd.read_csv('public/train.csv')\nprint(le
 LORA = LoraSettings(r=8, alpha=16)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A tiny Llama with a byte-level tokenizer, written as the checkpoint directory vLLM loads."""
-    model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
-    return fake_vllm.save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("tiny-llama"))
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    release_engines()
-    yield fake_vllm.install(monkeypatch)
-    release_engines()
-
 
 def perturb_adapter(policy, scale: float, seed: int) -> None:
     """Move every LoRA B matrix (zero at init) as an optimizer step would."""
