@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from wmrl.types import RolloutBatch
 
-#: outcome flags that mark a world-model answer as no prediction: the exact gate, an untrained learned model's prior
 PER_STEP = ("parse_failures", "unanswered")  # a world model's running counts logged as each step's increase
 
 
@@ -113,14 +112,13 @@ class WorldModelReward(RLCallback):
             start = time.perf_counter()
             outcomes = self.world_model.step_many(requests)
             pl_module.add_time("world_model", time.perf_counter() - start)
+            # a trajectory with a turn the world model could not answer has no prediction to pair
+            unanswered = {i for i, outcome in zip(owners, outcomes, strict=True) if outcome.missing}
             best: dict[int, float] = {}
             for i, outcome in zip(owners, outcomes, strict=True):
                 # gated turns are exact and an untrained learned model's prior is no prediction: neither pairs
-                if outcome.reward is not None and outcome.basis is Basis.PREDICTED:
+                if i not in unanswered and outcome.basis is Basis.PREDICTED:
                     best[i] = max(best.get(i, 0.0), outcome.reward)
-            for i, outcome in zip(owners, outcomes, strict=True):
-                if outcome.missing:  # a turn the world model could not answer: the trajectory's prediction is missing
-                    best.pop(i, None)
             for i, reward in best.items():
                 batch.wm_rewards[i] = reward
         if isinstance(self.world_model, LearnsFromAnchors):  # learns from the anchors once they are side-graded

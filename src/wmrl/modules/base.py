@@ -90,7 +90,7 @@ class RLModule(pl.LightningModule):
         self._timings: dict[str, float] = {}
         self._all_missing_steps = 0  # consecutive steps where every rollout was missing
         self._checkpoint_step = 0  # the step of a checkpoint loaded for evaluation (trained_steps)
-        self._pending: Future | None = None  # the next step's rollout (max_staleness 1): (step, plan, batch, times)
+        self._pending: Future | None = None  # the next step's rollout (max_staleness 1): step, plan, batch, times, counts
         self._background: ThreadPoolExecutor | None = None
         self._counts: dict[str, float] = {}  # this step's add_count values
         self._step_metrics: dict[str, float] = {}  # this step's deferred engine sync (asynchronous rollouts)
@@ -117,6 +117,13 @@ class RLModule(pl.LightningModule):
             if name not in self.environments:
                 raise KeyError(f"the rollout plan routes group {group} to {name!r}, but the module has only "
                                f"{sorted(self.environments)}; add the callback that provides it (WorldModelReward)")
+
+    def _plan(self, task_ids: Sequence[str]) -> RolloutPlan:
+        """A step's plan: every group real until the plan hook routes it (``on_rollout_plan``), then checked."""
+        plan = RolloutPlan(list(task_ids), self.hparams.group_size, ["real"] * len(task_ids))
+        dispatch("on_rollout_plan", self.trainer, self, plan)
+        self.check_plan(plan)
+        return plan
 
     def empty_step(self) -> dict[str, float]:
         """A step with nothing to train on (every group flat or missing): the optimizer still steps, a no-op
@@ -253,10 +260,7 @@ class RLModule(pl.LightningModule):
             raise TypeError(f"model.init_args.max_staleness {self.max_staleness} needs a data module that says the "
                             f"tasks of a step ahead (tasks_of_step, wmrl.types.PlansSteps); "
                             f"{type(data).__name__} does not: set max_staleness 0")
-        task_ids = list(data.tasks_of_step(step))
-        plan = RolloutPlan(task_ids, self.hparams.group_size, ["real"] * len(task_ids))
-        dispatch("on_rollout_plan", self.trainer, self, plan)
-        self.check_plan(plan)
+        plan = self._plan(data.tasks_of_step(step))
         seed = rollout_seed(self.hparams.seed, step, self.global_rank)
         if self._background is None:
             self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wmrl-rollout")
@@ -299,8 +303,7 @@ class RLModule(pl.LightningModule):
         self.finish_pending()
 
     def on_train_end(self) -> None:
-        if self._pending is not None and not self._pending.done():
-            self._pending.result()
+        self.finish_pending()
         self._pending = None
         if self._background is not None:
             self._background.shutdown(wait=True)
@@ -312,9 +315,7 @@ class RLModule(pl.LightningModule):
         self._timings, self._counts = {}, {}  # before the plan hook: a routing callback's add_time counts here
         self._step_metrics = {}
         if self._pending is None:
-            plan = RolloutPlan(list(task_ids), hp.group_size, ["real"] * len(task_ids))
-            dispatch("on_rollout_plan", self.trainer, self, plan)
-            self.check_plan(plan)
+            plan = self._plan(task_ids)
             batch = self.rollout(plan, seed=rollout_seed(hp.seed, self.global_step, self.global_rank))
         else:
             plan, batch = self._take_pending(list(task_ids))
