@@ -19,9 +19,14 @@ CANARY = {"canary/engine_change", "canary/policy_change"}  # what only the vLLM 
 
 
 def documented_fits() -> list[list[str]]:
-    """The arguments of each ``.venv-vllm/bin/wmrl fit`` command in docs/scale-out.md, config paths made absolute."""
+    """The arguments of each ``.venv-vllm/bin/wmrl fit`` command in docs/scale-out.md's block of CPU fits (the code
+    block after the comment naming this file), config paths made absolute."""
+    lines = (ROOT / "docs" / "scale-out.md").read_text().splitlines()
+    (marker,) = [i for i, line in enumerate(lines) if line.startswith("<!--") and "test_vllm_fits.py" in line]
+    assert lines[marker + 1].startswith("```"), "the comment naming this file sits right above its code block"
+    block = lines[marker + 2 : lines.index("```", marker + 2)]
     fits = []
-    for line in (ROOT / "docs" / "scale-out.md").read_text().splitlines():
+    for line in block:
         if line.startswith(".venv-vllm/bin/wmrl fit "):
             args = shlex.split(line.split("  #")[0])[1:]
             fits.append([str(ROOT / a) if a.startswith("configs/") else a for a in args])
