@@ -354,7 +354,9 @@ def install(monkeypatch) -> types.ModuleType:
     request.LoRARequest = LoRARequest
     outputs = types.ModuleType("vllm.outputs")
     outputs.RequestOutput, outputs.CompletionOutput = RequestOutput, CompletionOutput
-    vllm.sampling_params, vllm.lora, vllm.outputs = sampling, lora, outputs
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: True)  # the fake runs where the tests do
+    vllm.sampling_params, vllm.lora, vllm.outputs, vllm.platforms = sampling, lora, outputs, platforms
     lora.request = request
     for name, module in {
         "vllm": vllm,
@@ -362,6 +364,7 @@ def install(monkeypatch) -> types.ModuleType:
         "vllm.lora": lora,
         "vllm.lora.request": request,
         "vllm.outputs": outputs,
+        "vllm.platforms": platforms,
     }.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(this, "STALE_ADAPTERS", False)

