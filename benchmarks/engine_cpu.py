@@ -99,6 +99,18 @@ def run(engine: str, run_dir: Path, steps: int) -> dict:
     }
 
 
+def distinct(runs: list[dict]) -> list[dict]:
+    """``runs`` without the seeded repeats of their held-out evaluations: a run whose held-out positions (start and
+    final) equal an earlier run's sampled the same scripts again and adds nothing to a quality interval."""
+    seen, kept = [], []
+    for r in runs:
+        key = (r.get("heldout_start"), r.get("heldout_final"))
+        if key not in seen:
+            seen.append(key)
+            kept.append(r)
+    return kept
+
+
 def pooled(runs: list[dict], key: str) -> dict[str, list[float]]:
     """Held-out positions of ``runs`` keyed ``task@run<k>`` (``key``: ``heldout_start`` or ``heldout_final``)."""
     return {f"{task}@run{k}": values for k, r in enumerate(runs) for task, values in r[key].items()}
@@ -106,7 +118,9 @@ def pooled(runs: list[dict], key: str) -> dict[str, list[float]]:
 
 def summary(runs: list[dict], arms: tuple[str, str] = ("hf", "vllm")) -> dict:
     """Per arm: wall-clock, step time with its 95% interval, the held-out gain over the start (paired); and the
-    second arm against the first (step time; final held-out positions, paired by run, task and sample)."""
+    second arm against the first (step time; final held-out positions, paired by run, task and sample). Quality
+    intervals count each distinct held-out evaluation once (:func:`distinct`: the runs of an arm are seeded alike,
+    so they usually repeat one evaluation); timings count every run."""
     first, second = arms
     by_arm = {a: [r for r in runs if r["engine"] == a] for a in arms}
     step_times = {a: {"steps": [s["time/step"] for r in by_arm[a] for s in r["steps"]]} for a in arms}
@@ -119,12 +133,16 @@ def summary(runs: list[dict], arms: tuple[str, str] = ("hf", "vllm")) -> dict:
             "update_s": float(np.mean([s["time/update"] for r in mine for s in r["steps"]])),
         }
         if all(r.get("heldout_start") and r.get("heldout_final") for r in mine):
-            out[arm]["heldout_gain"] = interval(paired_gain(pooled(mine, "heldout_start"), pooled(mine, "heldout_final")))
+            evaluations = distinct(mine)
+            out[arm]["heldout_gain"] = interval(paired_gain(pooled(evaluations, "heldout_start"),
+                                                            pooled(evaluations, "heldout_final")))
+            out[arm]["heldout_evaluations"] = len(evaluations)
     out["arms"] = list(arms)
     out["step_difference_s"] = interval(bootstrap_difference(step_times[second], step_times[first]))
     out["wall_difference_s"] = float(np.mean(out[second]["wall_s"]) - np.mean(out[first]["wall_s"]))
-    finals = [pooled(by_arm[a], "heldout_final") for a in arms]
-    if len(by_arm[first]) == len(by_arm[second]) and all(finals) and sorted(finals[0]) == sorted(finals[1]):
+    evaluations = [distinct(by_arm[a]) for a in arms]
+    finals = [pooled(e, "heldout_final") for e in evaluations]
+    if len(evaluations[0]) == len(evaluations[1]) and all(finals) and sorted(finals[0]) == sorted(finals[1]):
         out["heldout_final_difference"] = interval(paired_gain(finals[0], finals[1]))
     return out
 
@@ -148,7 +166,9 @@ def table(runs: list[dict], result: dict) -> str:
     gains = [f"{arm} {interval_text(result[arm]['heldout_gain'])}" for arm in (first, second)
              if "heldout_gain" in result[arm]]
     if gains:
-        lines.append("Held-out gain over the start (paired, pooled over runs): " + "; ".join(gains) + ".")
+        counts = ", ".join(f"{result[arm]['heldout_evaluations']}" for arm in (first, second) if "heldout_gain" in result[arm])
+        lines.append(f"Held-out gain over the start (paired; distinct held-out evaluations per arm: {counts}): "
+                     + "; ".join(gains) + ".")
     if "heldout_final_difference" in result:
         lines.append(f"Final held-out positions, {second} - {first} (paired by run, task and sample): "
                      f"{interval_text(result['heldout_final_difference'])}.")
@@ -163,7 +183,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=3, help="training steps a run (the quickstart's 3)")
     parser.add_argument("--out", type=Path, default=None, help="run dirs (default: a temporary dir)")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "engine-cpu.json")
+    parser.add_argument("--summarize", action="store_true",
+                        help="recompute the summary of the runs already in --results (no run)")
     args = parser.parse_args(argv)
+    if args.summarize:
+        saved = json.loads(args.results.read_text())
+        saved["summary"] = summary(saved["runs"], tuple(saved["summary"]["arms"]))
+        args.results.write_text(json.dumps(saved, indent=2) + "\n")
+        print(table(saved["runs"], saved["summary"]))
+        return
     out = args.out or Path(tempfile.mkdtemp(prefix="wmrl-engine-cpu-"))
     prepare()
     first, second = args.arms

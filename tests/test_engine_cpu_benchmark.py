@@ -4,6 +4,7 @@ overlay on vLLM's runs only), the alternation of engines and the summary it writ
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -77,3 +78,22 @@ def test_the_summary_compares_the_held_out_gains_of_two_arms():
     assert result["step_difference_s"]["point"] == pytest.approx(-30.0)
     text = engine_cpu.table(runs, result)
     assert "vllm_async - vllm: -30.000" in text and "Final held-out positions, vllm_async - vllm" in text
+
+
+def test_a_seeded_repeat_of_a_held_out_evaluation_counts_once_and_timings_count_every_run(tmp_path):
+    """An arm's runs are seeded alike: two runs with the same held-out positions are one evaluation for the quality
+    intervals (the same samples again), while their step times are two measurements."""
+    once = [fake_run("vllm", 90.0, 500.0, gain=0.1), fake_run("vllm_async", 60.0, 400.0, gain=0.2)]
+    twice = [*once, fake_run("vllm_async", 70.0, 420.0, gain=0.2), fake_run("vllm", 80.0, 480.0, gain=0.1)]
+    single, repeated = engine_cpu.summary(once, ("vllm", "vllm_async")), engine_cpu.summary(twice, ("vllm", "vllm_async"))
+    assert repeated["vllm_async"]["heldout_evaluations"] == 1
+    assert repeated["vllm_async"]["heldout_gain"] == single["vllm_async"]["heldout_gain"]
+    assert repeated["heldout_final_difference"] == single["heldout_final_difference"]
+    assert len(repeated["vllm"]["wall_s"]) == 2 and repeated["vllm"]["step_s"]["point"] == pytest.approx(85.0)
+    different = [*twice[:2], fake_run("vllm_async", 70.0, 420.0, gain=0.3), twice[3]]
+    assert engine_cpu.summary(different, ("vllm", "vllm_async"))["vllm_async"]["heldout_evaluations"] == 2
+
+    results = tmp_path / "async.json"  # --summarize recomputes a saved sitting's summary without running
+    results.write_text(json.dumps({"runs": twice, "summary": {"arms": ["vllm", "vllm_async"]}}))
+    engine_cpu.main(["--results", str(results), "--summarize"])
+    assert json.loads(results.read_text())["summary"]["vllm_async"]["heldout_evaluations"] == 1
