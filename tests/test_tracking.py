@@ -134,3 +134,9 @@ def test_a_fit_tracked_in_wandb_offline_is_read_back_with_the_kits_metrics_and_c
     (config,) = [record.config for record in records if record.WhichOneof("record_type") == "config"]
     settings = {item.key: json.loads(item.value_json) for item in config.update}  # the module's settings
     assert settings["max_new_tokens"] == 160 and settings["model"] == str(tiny_model_dir)
+
+    # the command finished its run (complete on disk when main returns): the next command starts a run of its own
+    again = ["--trainer.max_steps", "1", "--trainer.default_root_dir", str(tmp_path / "again")]
+    assert main(["fit", "-c", QUICKSTART, "-c", WANDB, "-c", FAST, "--model.init_args.model", str(tiny_model_dir),
+                 "--trainer.enable_progress_bar", "false", *again]) == 0
+    assert len(list(tmp_path.glob("wandb/offline-run-*"))) == 2 and wandb_records(log) == records

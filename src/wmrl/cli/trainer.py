@@ -478,8 +478,10 @@ def run(argv: list[str] | None) -> int:
     except ValueError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    tracked_before, code = _wandb_run(), 1
     try:
         WMRLCli(argv)
+        code = 0
     except RunConfigExists as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -494,4 +496,21 @@ def run(argv: list[str] | None) -> int:
             raise
         sys.stderr.write("\n".join(lines) + "\n")
         return 2
+    finally:
+        _finish_wandb_run(tracked_before, code)
     return 0
+
+
+def _wandb_run() -> Any:
+    """The process's current W&B run (``None``: none, or wandb never imported)."""
+    wandb = sys.modules.get("wandb")
+    return getattr(wandb, "run", None)
+
+
+def _finish_wandb_run(before: Any, exit_code: int) -> None:
+    """Finish the W&B run this command started (Lightning's ``WandbLogger`` leaves it open): its files are complete
+    when ``main`` returns, and a second command in the same process starts a run of its own instead of logging into
+    this one. A run that was open before the command (a user's own) is left open."""
+    run = _wandb_run()
+    if run is not None and run is not before:
+        run.finish(exit_code=exit_code)
