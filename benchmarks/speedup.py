@@ -834,7 +834,17 @@ def learning_figures(summary: dict[str, dict], start: dict | None, target: Path,
 def learning_markdown(summary: dict[str, dict], start: dict | None, world_model: dict | None) -> list[str]:
     """The learning sections of the results page: the gain table and the issue's checks."""
     lines = []
-    if world_model:
+    if world_model and "card_seconds" in world_model:  # the task-aware model: pretrained on the world_model split
+        lines += ["## The pretrained world model", "",
+                  f"`{world_model['path']}` ({world_model.get('model', 'TaskAwareWorldModel')}), built by "
+                  f"`benchmarks/pretrain_world_model.py --task-aware` on {world_model.get('built')}: "
+                  f"{world_model['executions']} real executions (`benchmarks/model_choice.py`'s menu scripts) on "
+                  f"{len(world_model['tasks'])} tasks of the world_model split, which no arm trains on or is "
+                  f"evaluated on; {world_model['execution_seconds']:.0f} execution-seconds, task cards "
+                  f"{world_model['card_seconds']:.0f} s, fit {world_model['fit_seconds']:.0f} s; its error variance "
+                  f"on tasks left out {world_model.get('out_of_task_error_variance') or float('nan'):.4f}. This cost "
+                  "is paid once, before any arm, and is not in the arms' execution counts below.", ""]
+    elif world_model:
         sampling = world_model.get("sampling") or {}
         lines += ["## The pretrained world model", "",
                   f"`{world_model['path']}`, built by `benchmarks/pretrain_world_model.py` on "

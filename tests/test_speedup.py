@@ -465,3 +465,23 @@ def test_a_task_whose_start_already_tops_the_leaderboard_is_reported_without_roo
                             {"full": [1.0, 0.6, 0.4], "room": [0.9, 0.2, 0.4]})
     assert rows["full"]["at_ceiling"] and rows["full"]["best_of_k_gain"]["point"] == 0.0
     assert not rows["room"]["at_ceiling"] and rows["room"]["best_of_k_gain"]["point"] == pytest.approx(0.4)
+
+
+def test_the_suite_quality_page_names_the_task_aware_world_models_pretraining_cost(tmp_path):
+    """suite-quality's world model (the task-aware one) is pretrained on the world_model split: the results page
+    states that cost from its manifest (executions, execution-seconds, task cards, fit), as it does for the learned
+    model's (which has other fields)."""
+    start = {"a": [0.3] * 4, "b": [0.3] * 4}
+    root = tmp_path / "suite-quality" / "seed1"
+    better = {t: [0.5 + 0.01 * i for i in range(4)] for t in start}
+    fake_run(root, "wmrl", 200, {"time/generate": 60, "time/update": 40, "time/env": 50}, 3, better, steps=3)
+    fake_run(root, speedup.EQUAL_BUDGET, 100, {"time/generate": 20, "time/update": 15, "time/env": 50}, 3, start,
+             steps=3)
+    results = tmp_path / "results"
+    speedup.main(["--preset", "suite-quality", "--arms", "wmrl", speedup.EQUAL_BUDGET, "--seeds", "1",
+                  "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    manifest = json.loads((ROOT / f"{speedup.TASK_AWARE}.json").read_text())
+    (page,) = results.glob("RESULTS-*.md")
+    text = page.read_text()
+    assert f"{manifest['executions']} real executions" in text and "world_model split" in text
+    assert f"task cards {manifest['card_seconds']:.0f} s" in text
