@@ -64,6 +64,8 @@ ALLOWED = {
     ("cli/trainer.py", 'getattr(node, "init_args", None)'): "jsonargparse's config namespace: a class_path node",
     ("cli/trainer.py", 'hasattr(node, "__dict__")'): "walking jsonargparse's config namespace",
     ("cli/trainer.py", 'getattr(exc, "wmrl_config", None)'): "an exception that may carry the config that failed",
+    ("cli/trainer.py", 'getattr(wandb, "run", None)'):
+        "the wandb module, when a logger imported it: its current run (None before wandb.init)",
     ("generation/engine.py", 'getattr(model, "generation_config", None)'):
         "a transformers model: only generative ones carry a generation config",
     ("generation/engine.py", 'getattr(getattr(model, "generation_config", None), "eos_token_id", None)'):
