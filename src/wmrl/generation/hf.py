@@ -20,7 +20,9 @@ from wmrl.generation.engine import (
     closes_code_block,
     eos_ids,
 )
+from wmrl.models import shared_decode
 from wmrl.models.kv import cache_kwarg, preallocate, returned_cache
+from wmrl.models.shared_decode import SharedPrefixDecoder
 
 
 class HFGenerationEngine(GenerationEngine):
@@ -33,9 +35,11 @@ class HFGenerationEngine(GenerationEngine):
       padding small), left-padded, with position ids counted from each prompt's first real token, so a
       padded batch computes what each prompt would alone (up to float rounding); identical prompts in a
       micro-batch (the rollouts of a GRPO group) share one prefill, whose KV cache is repeated per row (on
-      CPU the prefill of a ~1,200-token task prompt costs far more than sampling a 100-token answer), and the
-      cache is preallocated for the whole generation (:func:`wmrl.models.kv.preallocate`) instead of growing by
-      a copy at every token;
+      CPU the prefill of a ~1,200-token task prompt costs far more than sampling a 100-token answer);
+    - decoding reads each distinct prompt's KV cache once per step for all the rows continuing it
+      (:mod:`wmrl.models.shared_decode`, Llama-architecture models); other models decode through their own
+      forward with the prompt's cache repeated per row and preallocated for the whole generation
+      (:func:`wmrl.models.kv.preallocate`). Both give the same tokens and log-probs up to float rounding;
     - at each step the log-probs are ``log_softmax(logits / temperature)`` of the *raw* logits, before top-p
       truncation, taken at the sampled token: the distribution the GRPO loss recomputes with a full forward
       pass at the same temperature. Greedy decoding (``temperature == 0``) reports temperature-1 log-probs;
@@ -54,6 +58,8 @@ class HFGenerationEngine(GenerationEngine):
         max_batch_size: prompts per forward pass (bounds activation and KV-cache memory).
         eos_token_ids: tokens that end a sequence; default the tokenizer's EOS plus the model's
             ``generation_config.eos_token_id``.
+        shared_prefix_decode: decode with the prompts' KV cache read once per step (``None``: where
+            :func:`wmrl.models.shared_decode.supports` the model); ``False`` takes the model's own forward.
     """
 
     def __init__(
@@ -62,6 +68,7 @@ class HFGenerationEngine(GenerationEngine):
         tokenizer: Any,
         max_batch_size: int = 8,
         eos_token_ids: Sequence[int] | None = None,
+        shared_prefix_decode: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"HFGenerationEngine max_batch_size must be >= 1 (got {max_batch_size}): set "
@@ -77,6 +84,10 @@ class HFGenerationEngine(GenerationEngine):
         pad = tokenizer.pad_token_id
         self.pad_token_id = int(pad if pad is not None else min(self.eos_token_ids))
         self._cache_kwarg = cache_kwarg(model)
+        #: decode with each distinct prompt's KV cache read once per step (a Llama-architecture model), instead of
+        #: through the model's forward with the cache repeated per row; both give the same tokens and log-probs
+        #: up to float rounding
+        self.shared_prefix_decode = shared_decode.supports(model) if shared_prefix_decode is None else shared_prefix_decode
         # Token ids whose text holds a backtick: only these can complete a fence, so only then is the
         # sequence's text decoded again to check for a closed code block.
         self._backtick_ids = _ids_with_backtick(tokenizer)
@@ -134,13 +145,7 @@ class HFGenerationEngine(GenerationEngine):
             attention_mask[row, width - len(prompt) :] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        eos = torch.tensor(sorted(self.eos_token_ids), device=device)
-        opened = OPEN_FENCE + "\n" if params.code_block_open else ""
 
-        tokens: list[list[int]] = [[] for _ in range(size)]
-        logprobs: list[list[float]] = [[] for _ in range(size)]
-        reasons: list[FinishReason] = ["length"] * size
-        active = list(range(size))  # original row of each row still in the batch
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -151,29 +156,66 @@ class HFGenerationEngine(GenerationEngine):
         self.tokens_run += input_ids.numel()
         cache = returned_cache(out)
         logits = out.logits[:, -1, :].float()
+        expand = torch.tensor(inverse, device=device)
         if len(distinct) < size:
-            expand = torch.tensor(inverse, device=device)
-            cache.reorder_cache(expand)
             logits = logits.index_select(0, expand)
+        decode = self._decode_shared if self.shared_prefix_decode else self._decode_repeated
+        tokens, logprobs, reasons = decode(
+            cache, logits, attention_mask, position_ids, expand, [len(prompt) for prompt in prompts], params,
+            generator, width)
+        return [
+            Generation(
+                token_ids=tuple(tokens[row]),
+                logprobs=tuple(logprobs[row]),
+                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
+                finish_reason=reasons[row],
+            )
+            for row in range(size)
+        ]
+
+    def _decode_shared(
+        self, cache: Any, logits: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+        expand: torch.Tensor, lengths: list[int], params: SamplingParams, generator: Any, width: int,
+    ) -> tuple[list[list[int]], list[list[float]], list[FinishReason]]:
+        """Decode with each distinct prompt's KV cache read once per step (:mod:`wmrl.models.shared_decode`);
+        every row stays in the batch, and only the unfinished rows are sampled, in row order, so the generator
+        draws what the repeated-cache loop draws."""
+        size = len(lengths)
+        decoder = SharedPrefixDecoder(self.model, cache, attention_mask, expand.tolist(), params.max_new_tokens)
+        stops = _Stops(self, size, params)
+        positions = torch.tensor(lengths, device=logits.device)
+        fed = torch.full((size,), self.pad_token_id, dtype=torch.long, device=logits.device)
+        active = list(range(size))
+        for step in range(params.max_new_tokens):
+            rows = torch.tensor(active, device=logits.device)
+            picked = logits if len(active) == size else logits.index_select(0, rows)
+            next_tokens, next_logprobs = self._sample(picked, params, generator)
+            keep = stops.record(active, next_tokens, next_logprobs)
+            if not keep or step == params.max_new_tokens - 1:
+                break
+            fed[rows] = next_tokens  # a finished row's input is its last token: computed, never read
+            active = [active[row] for row in keep]
+            logits = decoder.step(fed, positions + step).float()
+            self.tokens_run += size
+        return stops.tokens, stops.logprobs, stops.reasons
+
+    def _decode_repeated(
+        self, cache: Any, logits: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+        expand: torch.Tensor, lengths: list[int], params: SamplingParams, generator: Any, width: int,
+    ) -> tuple[list[list[int]], list[list[float]], list[FinishReason]]:
+        """Decode through the model's own forward: the prompts' KV cache repeated per row (preallocated for the
+        whole generation), finished rows dropped from the batch and the cache."""
+        size, device = len(lengths), logits.device
+        if attention_mask.shape[0] < size:  # the distinct prompts' cache, repeated per row
+            cache.reorder_cache(expand)
             attention_mask = attention_mask.index_select(0, expand)
             position_ids = position_ids.index_select(0, expand)
         cache = preallocate(cache, width + params.max_new_tokens)
+        stops = _Stops(self, size, params)
+        active = list(range(size))  # original row of each row still in the batch
         for step in range(params.max_new_tokens):
             next_tokens, next_logprobs = self._sample(logits, params, generator)
-            is_eos = torch.isin(next_tokens, eos).tolist()
-            next_list, logprob_list = next_tokens.tolist(), next_logprobs.tolist()
-            keep = []
-            for row, original in enumerate(active):
-                tokens[original].append(next_list[row])
-                logprobs[original].append(logprob_list[row])
-                if is_eos[row] or (
-                    params.stop_after_code_block
-                    and next_list[row] in self._backtick_ids
-                    and closes_code_block(opened + self.tokenizer.decode(tokens[original]))
-                ):
-                    reasons[original] = "stop"
-                else:
-                    keep.append(row)
+            keep = stops.record(active, next_tokens, next_logprobs)
             if not keep or step == params.max_new_tokens - 1:
                 break
             if len(keep) < len(active):
@@ -195,15 +237,7 @@ class HFGenerationEngine(GenerationEngine):
             self.tokens_run += len(active)
             cache = returned_cache(out)
             logits = out.logits[:, -1, :].float()
-        return [
-            Generation(
-                token_ids=tuple(tokens[row]),
-                logprobs=tuple(logprobs[row]),
-                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
-                finish_reason=reasons[row],
-            )
-            for row in range(size)
-        ]
+        return stops.tokens, stops.logprobs, stops.reasons
 
     @staticmethod
     def _sample(
@@ -223,6 +257,37 @@ class HFGenerationEngine(GenerationEngine):
             probs = torch.zeros_like(probs).scatter(-1, sorted_ids, sorted_probs)
         chosen = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         return chosen, log_probs.gather(-1, chosen[:, None]).squeeze(-1)
+
+
+class _Stops:
+    """Each row's tokens, log-probs and finish reason as they are sampled, and which rows go on."""
+
+    def __init__(self, engine: HFGenerationEngine, size: int, params: SamplingParams) -> None:
+        self.engine, self.params = engine, params
+        self.eos = torch.tensor(sorted(engine.eos_token_ids))
+        self.opened = OPEN_FENCE + "\n" if params.code_block_open else ""
+        self.tokens: list[list[int]] = [[] for _ in range(size)]
+        self.logprobs: list[list[float]] = [[] for _ in range(size)]
+        self.reasons: list[FinishReason] = ["length"] * size
+
+    def record(self, active: list[int], next_tokens: torch.Tensor, next_logprobs: torch.Tensor) -> list[int]:
+        """Append each active row's sampled token (``active[i]`` is the original row of batch row ``i``);
+        returns the batch rows that go on (EOS kept in the tokens; a closed code block stops a row when asked)."""
+        is_eos = torch.isin(next_tokens, self.eos.to(next_tokens.device)).tolist()
+        next_list, logprob_list = next_tokens.tolist(), next_logprobs.tolist()
+        keep = []
+        for row, original in enumerate(active):
+            self.tokens[original].append(next_list[row])
+            self.logprobs[original].append(logprob_list[row])
+            if is_eos[row] or (
+                self.params.stop_after_code_block
+                and next_list[row] in self.engine._backtick_ids
+                and closes_code_block(self.opened + self.engine.tokenizer.decode(self.tokens[original]))
+            ):
+                self.reasons[original] = "stop"
+            else:
+                keep.append(row)
+        return keep
 
 
 def _ids_with_backtick(tokenizer: Any) -> frozenset[int]:
