@@ -39,14 +39,15 @@ def _base(model: Any) -> Any:
 
 def supports(model: Any) -> bool:
     """Whether :class:`SharedPrefixDecoder` computes this model's decode step (a Llama-architecture causal LM in
-    its attention's plain form: no sliding window, no attention logit soft-capping)."""
-    base = _base(model)
-    config = getattr(base, "config", None)
+    its attention's plain form: no sliding window, no tensor-parallel slicing of its projections)."""
+    try:
+        fields = _base(model).config.to_dict()  # a transformers model's config
+    except AttributeError:  # no transformers model
+        return False
     return (
-        config is not None
-        and getattr(config, "model_type", None) in LLAMA_LIKE
-        and getattr(config, "sliding_window", None) is None
-        and not getattr(config, "pretraining_tp", 1) > 1
+        fields.get("model_type") in LLAMA_LIKE
+        and fields.get("sliding_window") is None
+        and (fields.get("pretraining_tp") or 1) <= 1
     )
 
 
@@ -73,7 +74,7 @@ class SharedPrefixDecoder:
         config = base.config
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.head_dim = config.to_dict().get("head_dim") or config.hidden_size // self.heads
         self.rep = self.heads // self.kv_heads
         self.scaling = self.head_dim**-0.5
         layers = cache.layers
