@@ -10,10 +10,12 @@ Execution caching is off on both sides, so every step pays for real executions.
     pip install -c constraints.txt -e '.[bench]'
     python benchmarks/step_time.py --steps 2            # wmrl then TRL, 2 steps each; the last step is reported
 
-Reported per side: seconds per step and, for wmrl, the split into generate / env / update. The ratio
-wmrl / TRL is the goal (<= 1.0). Differences that remain: TRL computes the loss over the batch at once (wmrl
-micro-batches with gradient accumulation), and TRL executes rewards in the main process after generation
-(wmrl too, concurrently bounded by the sandbox).
+Reported per side: seconds per step and its split (wmrl: generate / env / update; TRL: generate and score / env /
+update). The ratio wmrl / TRL is the goal (<= 0.20). Both sides generate the step's rollouts in one pass and run the
+loss ``--micro-batch-size`` rows a pass with gradient accumulation, in the precision wmrl's ``update_precision: auto``
+chose (TRL's ``bf16`` follows it). Differences that remain: wmrl runs each prompt once per micro-batch (shared
+prefix) and reads it once per decoded token; TRL executes rewards in the main process after generation (wmrl too,
+concurrently bounded by the sandbox).
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def wmrl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
             self.start = time.perf_counter()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("time/", "reward"))}
+            metrics = {k: float(v) for k, v in trainer.callback_metrics.items()
+                       if k.startswith(("time/", "reward", "update/"))}
             self.steps.append({"seconds": time.perf_counter() - self.start, **metrics})
 
     class Steps(torch.utils.data.IterableDataset):
@@ -58,7 +61,7 @@ def wmrl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
         environment=env, group_size=args.group_size, max_new_tokens=args.max_new_tokens,
         temperature=args.temperature, lr=args.lr, kl_coef=args.kl_coef, entropy_coef=0.0,
         micro_batch_size=args.micro_batch_size, generation_batch_size=args.group_size * args.groups,
-        prefill="starter_head",
+        prefill="starter_head", update_precision=args.update_precision,
     )
     timer = Timer()
     trainer = pl.Trainer(max_steps=len(tasks_per_step), accelerator="cpu", logger=False, enable_checkpointing=False,
@@ -67,7 +70,10 @@ def wmrl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
     return timer.steps
 
 
-def trl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
+def trl_steps(args, tasks_per_step: list[list[str]], bf16: bool = False) -> list[dict]:
+    """TRL's steps; ``bf16``: its update under bfloat16 autocast (TRL's ``bf16``), as wmrl's probe chose for its own.
+    Per step: seconds, the reward function's (``time/env``) and generation with rewards (``time/generate_and_score``,
+    TRL's ``_generate_and_score_completions``); the rest of the step is the update."""
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import TrainerCallback
@@ -101,16 +107,26 @@ def trl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
         def on_step_begin(self, targs, state, control, **kw):
             self.start = time.perf_counter()
             executed.clear()
+            generated.clear()
 
         def on_step_end(self, targs, state, control, **kw):
-            self.steps.append({"seconds": time.perf_counter() - self.start, "time/env": sum(executed)})
+            seconds = time.perf_counter() - self.start
+            self.steps.append({"seconds": seconds, "time/env": sum(executed),
+                               "time/generate_and_score": sum(generated),
+                               "time/update": seconds - sum(generated)})
+
+    generated: list[float] = []
 
     config = GRPOConfig(
-        output_dir=str(Path(args.out).parent / "trl"), per_device_train_batch_size=args.groups * args.group_size,
+        # wmrl's micro-batches: TRL generates the whole batch at once (per-device batch x accumulation steps) and runs
+        # its loss micro_batch_size rows a pass (the whole batch in one pass holds [rows, tokens, vocabulary] logits
+        # several times over: 8 rows of ~1,500 tokens were killed for memory at 24 GiB)
+        output_dir=str(Path(args.out).parent / "trl"), per_device_train_batch_size=args.micro_batch_size,
+        gradient_accumulation_steps=args.groups * args.group_size // args.micro_batch_size,
         num_generations=args.group_size, max_completion_length=args.max_new_tokens, temperature=args.temperature,
         learning_rate=args.lr, beta=args.kl_coef, loss_type="dapo", max_steps=len(tasks_per_step),
         use_cpu=True, report_to="none", logging_steps=1, save_strategy="no", shuffle_dataset=False,
-        activation_checkpointing=False, bf16=False, seed=args.seed,  # wmrl keeps activations too
+        activation_checkpointing=False, bf16=bf16, seed=args.seed,  # wmrl keeps activations too
     )
     timer = Timer()
     trainer = GRPOTrainer(
@@ -119,6 +135,16 @@ def trl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
         peft_config=LoraConfig(task_type="CAUSAL_LM", r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                target_modules=list(lora.target_modules)),
     )
+    generate_and_score = trainer._generate_and_score_completions
+
+    def timed(*a, **kw):
+        start = time.perf_counter()
+        try:
+            return generate_and_score(*a, **kw)
+        finally:
+            generated.append(time.perf_counter() - start)
+
+    trainer._generate_and_score_completions = timed
     trainer.train()
     return timer.steps
 
@@ -135,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kl-coef", type=float, default=0.04)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sides", nargs="+", default=["wmrl", "trl"], choices=["wmrl", "trl"])
+    parser.add_argument("--update-precision", default="auto", choices=["auto", "float32", "bfloat16"],
+                        help="wmrl's update precision (the quickstart's: auto); TRL's bf16 follows wmrl's choice")
     parser.add_argument("--out", default="runs/bench/step_time.json")
     args = parser.parse_args(argv)
 
@@ -144,7 +172,13 @@ def main(argv: list[str] | None = None) -> None:
     for side in args.sides:
         torch.manual_seed(args.seed)
         start = time.perf_counter()
-        results[side] = (wmrl_steps if side == "wmrl" else trl_steps)(args, tasks_per_step)
+        if side == "wmrl":
+            results[side] = wmrl_steps(args, tasks_per_step)
+        else:
+            chosen = results["wmrl"][-1].get("update/bfloat16") if "wmrl" in results else None
+            bf16 = bool(chosen) if chosen is not None else args.update_precision == "bfloat16"
+            results["trl_bf16"] = bf16
+            results[side] = trl_steps(args, tasks_per_step, bf16=bf16)
         results[f"{side}_total_seconds"] = time.perf_counter() - start
         print(side, json.dumps(results[side], indent=1), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -157,10 +191,11 @@ def main(argv: list[str] | None = None) -> None:
         if side == "wmrl":
             line += "  generate {time/generate:.1f}  env {time/env:.1f}  update {time/update:.1f}".format(**steps[-1])
         else:
-            line += f"  env (reward) {steps[-1]['time/env']:.1f}"
+            line += ("  generate+score {time/generate_and_score:.1f}  env (reward) {time/env:.1f}  "
+                     "update {time/update:.1f}").format(**steps[-1])
         print(line)
     if {"wmrl", "trl"} <= set(args.sides):
-        print(f"  ratio wmrl / TRL: {results['wmrl'][-1]['seconds'] / results['trl'][-1]['seconds']:.2f} (goal <= 1.0)")
+        print(f"  ratio wmrl / TRL: {results['wmrl'][-1]['seconds'] / results['trl'][-1]['seconds']:.2f} (goal <= 0.20)")
 
 
 if __name__ == "__main__":

@@ -127,10 +127,10 @@ def test_micro_batches_run_one_prompt_each_and_leave_the_update_unchanged(monkey
 
     original = grpo.micro_batch_loss
 
-    def recording(policy, frozen, batch, rows, *args):
+    def recording(policy, frozen, batch, rows, *args, **kwargs):
         seen.append(list(rows))
         batches.append(batch)
-        return original(policy, frozen, batch, rows, *args)
+        return original(policy, frozen, batch, rows, *args, **kwargs)
 
     monkeypatch.setattr(grpo, "micro_batch_loss", recording)
     # plain SGD: the step is the gradient itself (Adam's first step is about lr * sign(g), which turns float noise

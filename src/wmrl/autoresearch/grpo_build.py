@@ -110,6 +110,11 @@ def validate(args: dict) -> None:
         (args["micro_batch_size"] >= 1, f"{key}micro_batch_size must be >= 1 (got {args['micro_batch_size']})"),
         (args["max_staleness"] in (0, 1), f"{key}max_staleness must be 0 (synchronous) or 1 (the next step's "
                                           f"rollouts overlap this step's update); got {args['max_staleness']}"),
+        (args["update_precision"] in ("float32", "bfloat16", "auto"),
+         f"{key}update_precision must be float32, bfloat16 or auto (got {args['update_precision']!r})"),
+        (args["update_precision"] == "float32" or args["dtype"] == "float32",
+         f"{key}update_precision {args['update_precision']!r} autocasts a float32 policy: with dtype "
+         f"{args['dtype']!r} set update_precision: float32"),
         (args["loss_aggregation"] in ("token_mean", "seq_mean_token_mean", "dr_grpo"),
          f"{key}loss_aggregation must be token_mean, seq_mean_token_mean or dr_grpo (got {args['loss_aggregation']!r})"),
     ]

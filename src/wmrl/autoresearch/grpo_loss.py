@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from wmrl.algorithms.grpo import GRPOLossOutput, entropy_from_logits, grpo_loss, token_logprobs
+from wmrl.models import precision
 from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
 from wmrl.types import RolloutBatch
 
@@ -25,8 +26,10 @@ def micro_batches(batch: RolloutBatch, rows: list[int], size: int, share_prefix:
 
 
 def micro_batch_loss(policy: Any, frozen: list | None, batch: RolloutBatch, rows: list[int], mask: torch.Tensor,
-                     normaliser: float, max_tokens: int, hp: Any, device: torch.device) -> tuple[GRPOLossOutput, int]:
-    """The loss of ``rows`` (``hp``: the module's hyperparameters) and the token positions its passes compute."""
+                     normaliser: float, max_tokens: int, hp: Any, device: torch.device,
+                     autocast: torch.dtype | None = None) -> tuple[GRPOLossOutput, int]:
+    """The loss of ``rows`` (``hp``: the module's hyperparameters) and the token positions its passes compute; the
+    forward passes under ``autocast`` (:func:`wmrl.models.precision.autocast`; ``None``: the model's own dtype)."""
     ids = batch.input_ids[rows].to(device)
     attention = batch.attention_mask[rows].to(device)
     length = int(attention.sum(1).max())
@@ -36,10 +39,11 @@ def micro_batch_loss(policy: Any, frozen: list | None, batch: RolloutBatch, rows
     window = slice(first - 1, length)  # logits at p-1 predict the token at p
     keep = length - first + 1
     positions = positions_run(ids, attention, keep, hp.share_prefix)  # what this pass computes (the floor's)
-    logits = causal_lm_logits(policy, ids, attention, keep, share_prefix=hp.share_prefix)
+    with precision.autocast(policy, autocast):
+        logits = causal_lm_logits(policy, ids, attention, keep, share_prefix=hp.share_prefix)
     logprobs = token_logprobs(logits, ids[:, window], temperature=hp.temperature)
     entropy = entropy_from_logits(logits, temperature=hp.temperature) if hp.entropy_coef > 0 else None
-    ref = reference_logprobs(policy, frozen, ids, attention, window, keep, hp) if hp.kl_coef > 0 else None
+    ref = reference_logprobs(policy, frozen, ids, attention, window, keep, hp, autocast) if hp.kl_coef > 0 else None
     out = grpo_loss(
         logprobs,
         batch.old_logprobs[rows][:, window].to(device),
@@ -59,13 +63,14 @@ def micro_batch_loss(policy: Any, frozen: list | None, batch: RolloutBatch, rows
 
 @torch.no_grad()
 def reference_logprobs(policy: Any, frozen: list | None, ids: torch.Tensor, attention: torch.Tensor, window: slice,
-                       keep: int, hp: Any) -> torch.Tensor:
+                       keep: int, hp: Any, autocast: torch.dtype | None = None) -> torch.Tensor:
     """The reference's log-probs of the window's tokens: the LoRA policy with its adapter off, else ``frozen[0]``."""
     if frozen is None:
         from wmrl.models import reference_mode
 
-        with reference_mode(policy) as reference:
+        with reference_mode(policy) as reference, precision.autocast(reference, autocast):
             logits = causal_lm_logits(reference, ids, attention, keep, share_prefix=hp.share_prefix)
     else:
-        logits = causal_lm_logits(frozen[0], ids, attention, keep, share_prefix=hp.share_prefix)
+        with precision.autocast(frozen[0], autocast):
+            logits = causal_lm_logits(frozen[0], ids, attention, keep, share_prefix=hp.share_prefix)
     return token_logprobs(logits, ids[:, window], temperature=hp.temperature)
