@@ -109,9 +109,10 @@ class GRPOModule(RLModule):
             a log-prob canary; its ``settings`` say how the engine is built) needs ``lora`` and ``top_p: 1.0``; the
             module shuts it down at the end of ``fit``, ``validate`` and ``test`` (its processes and memory).
         update_precision: the update's forward and backward passes: ``float32``; ``bfloat16`` (autocast, the output
-            head in float32: :mod:`wmrl.models.precision`); ``auto``: measured on the first update's first
-            micro-batch, bfloat16 only where it is faster by 1.15x and its gradient agrees with float32's (logged
-            as ``update/bfloat16`` and printed; kept in the checkpoint). Needs ``dtype: float32``.
+            head in float32: :mod:`wmrl.models.precision`); ``auto``: a forward and backward pass of the policy
+            timed both ways before the first update, bfloat16 only where it is faster by 1.15x and its gradient
+            agrees with float32's (printed, logged as ``update/bfloat16``, kept in the checkpoint). Needs ``dtype:
+            float32``.
         policy: an in-process ``(model, tokenizer)`` pair instead of ``model`` (tests, notebooks).
     """
 
@@ -230,20 +231,16 @@ class GRPOModule(RLModule):
         # with the generation's and the parameter count so that a benchmark can set G against its compute floor
         totals["tokens/update"] = 0.0
         totals["model/parameters"] = float(self._parameter_count)
+        if self._bfloat16 is None:  # update_precision: auto, before the fit's first update
+            totals.update(self._choose_precision())
+        autocast = torch.bfloat16 if self._bfloat16 else None
         for index, chunk in enumerate(chunks):
-            last = index == len(chunks) - 1
-
-            def loss(dtype: torch.dtype | None, chunk: list[int] = chunk) -> tuple[Any, int]:
-                return micro_batch_loss(self.policy, self._frozen_reference, batch, chunk, mask, normaliser,
-                                        max_tokens, hp, self.device, autocast=dtype)
-
-            if self._bfloat16 is None:  # update_precision: auto, the first update: measure on this micro-batch
-                out, positions = self._choose_precision(loss, totals)
-            else:
-                out, positions = loss(torch.bfloat16 if self._bfloat16 else None)
-                with contextlib.nullcontext() if last or no_sync is None else no_sync():
-                    self.manual_backward(out.loss)
+            out, positions = micro_batch_loss(self.policy, self._frozen_reference, batch, chunk, mask, normaliser,
+                                              max_tokens, hp, self.device, autocast=autocast)
             totals["tokens/update"] += float(positions)
+            last = index == len(chunks) - 1
+            with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                self.manual_backward(out.loss)
             totals["loss/total"] += float(out.loss.detach())
             for key, value in (("pg", out.pg_loss), ("kl", out.kl), ("entropy", out.entropy),
                                ("clip_fraction", out.clip_fraction)):
@@ -261,33 +258,13 @@ class GRPOModule(RLModule):
         totals["update/bfloat16"] = float(bool(self._bfloat16))
         return totals
 
-    def _choose_precision(self, loss: Any, totals: dict[str, float]) -> tuple[Any, int]:
-        """``update_precision: auto``: time the micro-batch in float32 and under bfloat16 autocast, keep the
-        precision :class:`~wmrl.models.precision.Probe` chooses, and add the chosen run's gradients (so that the
-        micro-batch runs no third time). On several processes each rank's measurement differs: auto is measured
-        on one process only, and there it keeps float32."""
-        if self.trainer.world_size > 1:
-            rank_zero_info("update precision: float32 (update_precision: auto measures on one process; set "
-                           "model.init_args.update_precision: bfloat16 to autocast on several)")
-            self._bfloat16 = False
-            out, positions = loss(None)
-            self.manual_backward(out.loss)
-            return out, positions
-        parameters = [p for p in self.policy.parameters() if p.requires_grad]
-
-        def run(dtype: torch.dtype | None) -> tuple[torch.Tensor, tuple[Any, int]]:
-            out, positions = loss(dtype)
-            return out.loss, (out, positions)
-
-        probe, grads, (out, positions) = precision.measure(run, parameters)
-        for parameter, grad in zip(parameters, grads, strict=True):
-            if grad is not None:
-                parameter.grad = grad if parameter.grad is None else parameter.grad + grad
-        self._bfloat16 = probe.bfloat16
+    def _choose_precision(self) -> dict[str, float]:
+        """``update_precision: auto``, before the first update: the precision :func:`wmrl.models.precision.measure`
+        chooses on this machine. On several processes rank 0's choice holds for all (each rank's timing differs)."""
+        probe = precision.measure(self.policy)
+        self._bfloat16 = bool(self.trainer.strategy.broadcast(probe.bfloat16, src=0))
         rank_zero_info(probe.line())
-        totals.update(probe.metrics())
-        return out, positions
-
+        return probe.metrics()
 
     def sync_engine(self) -> dict[str, float]:
         start = time.perf_counter()

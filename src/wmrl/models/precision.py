@@ -2,9 +2,9 @@
 
 On a CPU with bfloat16 instructions (AVX512-BF16, AMX) the update's forward and backward passes run faster under
 ``torch.autocast(dtype=torch.bfloat16)``; elsewhere they run slower. Which one holds is measured, never assumed:
-``update_precision: auto`` times the first update's first micro-batch both ways (:func:`measure`), compares the
-gradients, and keeps bfloat16 only when it is faster by :data:`MIN_SPEEDUP` and its gradient agrees with
-float32's (cosine >= :data:`MIN_COSINE`, norm within :data:`MAX_NORM_CHANGE`). The choice is logged
+``update_precision: auto`` times a forward and backward pass of the policy both ways before its first update
+(:func:`measure`), compares the gradients, and keeps bfloat16 only when it is faster by :data:`MIN_SPEEDUP` and its
+gradient agrees with float32's (cosine >= :data:`MIN_COSINE`, norm within :data:`MAX_NORM_CHANGE`). The choice is logged
 (``update/bfloat16``) and kept in the checkpoint, so that a resumed fit runs as it started.
 
 Under autocast the output head still runs in float32 (:func:`autocast`): log-probs of bfloat16 logits would carry
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,6 +29,8 @@ MIN_SPEEDUP = 1.15
 MIN_COSINE = 0.99
 #: ... with a norm within this fraction of float32's
 MAX_NORM_CHANGE = 0.05
+#: the probe's batch: rows x tokens of random token ids (a few seconds a pass for a 135M model on 2 cores)
+PROBE_ROWS, PROBE_TOKENS = 1, 384
 
 
 @contextlib.contextmanager
@@ -59,7 +61,8 @@ def autocast(model: Any, dtype: torch.dtype | None) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Probe:
-    """One micro-batch's loss and backward timed in float32 and under bfloat16 autocast."""
+    """A forward and backward pass of the policy timed in float32 and under bfloat16 autocast (the faster of two runs
+    each), and the agreement of their gradients."""
 
     float32_s: float
     bfloat16_s: float
@@ -81,7 +84,7 @@ class Probe:
 
     def line(self) -> str:
         choice = "bfloat16 autocast" if self.bfloat16 else "float32"
-        return (f"update precision: {choice} (measured on this machine's first micro-batch: float32 "
+        return (f"update precision: {choice} (measured on this machine before the first update: float32 "
                 f"{self.float32_s:.2f} s, bfloat16 {self.bfloat16_s:.2f} s, {self.speedup:.2f}x; gradient cosine "
                 f"{self.cosine:.4f}, norm {self.norm_change:+.1%}; bfloat16 needs >= {MIN_SPEEDUP}x, cosine >= "
                 f"{MIN_COSINE} and norm within {MAX_NORM_CHANGE:.0%}; set model.init_args.update_precision to choose)")
@@ -91,29 +94,36 @@ class Probe:
                 "update/probe_norm_change": self.norm_change}
 
 
-def measure(
-    loss: Callable[[torch.dtype | None], tuple[torch.Tensor, Any]], parameters: Sequence[torch.Tensor]
-) -> tuple[Probe, tuple[torch.Tensor | None, ...], Any]:
-    """Time ``loss(dtype)`` (its forward passes under :func:`autocast` with the dtype it is given; it returns the loss
-    and anything else) and its gradient with respect to ``parameters``, under bfloat16 autocast and then in float32
-    (the first pass pays the fit's one-time allocations: the order favours float32). The gradients are returned by
-    ``torch.autograd.grad``, never accumulated. Returns the probe, and the gradients and extra of the precision it
-    chooses, so that the probed micro-batch need not run a third time."""
-    runs: dict[torch.dtype | None, tuple[float, tuple[torch.Tensor | None, ...], Any]] = {}
-    for dtype in (torch.bfloat16, None):
+def measure(model: Any, rows: int = PROBE_ROWS, tokens: int = PROBE_TOKENS, seed: int = 0) -> Probe:
+    """Time a forward and backward pass of ``model`` in float32 and under bfloat16 autocast, and compare their
+    gradients with respect to its trainable parameters.
+
+    The pass is the update's own (:func:`autocast`, then the mean token log-prob) over ``rows`` x ``tokens`` token ids
+    drawn from the model's vocabulary with a generator of its own (the global RNG is untouched): the speed of the
+    precisions on this machine and model, not of one batch. Each precision runs twice, alternating, and its faster
+    run counts, so that one-time allocations and a busy moment weigh on neither. Gradients are returned by
+    ``torch.autograd.grad``, never accumulated: the update that follows starts from none."""
+    from wmrl.algorithms.grpo import token_logprobs
+
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    device = parameters[0].device if parameters else torch.device("cpu")
+    vocabulary = model.get_input_embeddings().num_embeddings
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocabulary, (rows, tokens), generator=generator).to(device)
+    seconds: dict[torch.dtype | None, float] = {}
+    grads: dict[torch.dtype | None, torch.Tensor] = {}
+    for dtype in (None, torch.bfloat16) * 2:
         start = time.perf_counter()
-        value, extra = loss(dtype)
-        found = torch.autograd.grad(value, list(parameters), allow_unused=True)
-        runs[dtype] = (time.perf_counter() - start, found, extra)
-
-    def flat(found: tuple[torch.Tensor | None, ...]) -> torch.Tensor:
-        return torch.cat([(g if g is not None else torch.zeros_like(p)).float().flatten()
-                          for g, p in zip(found, parameters, strict=True)])
-
-    full, half = flat(runs[None][1]), flat(runs[torch.bfloat16][1])
+        with autocast(model, dtype):
+            logits = model(input_ids=ids).logits
+        loss = -token_logprobs(logits, ids).mean()
+        found = torch.autograd.grad(loss, parameters, allow_unused=True)
+        took = time.perf_counter() - start
+        seconds[dtype] = min(seconds.get(dtype, took), took)
+        grads[dtype] = torch.cat([(g if g is not None else torch.zeros_like(p)).float().flatten()
+                                  for g, p in zip(found, parameters, strict=True)])
+    full, half = grads[None], grads[torch.bfloat16]
     norm = float(full.norm())
     cosine = float(torch.nn.functional.cosine_similarity(full, half, dim=0)) if norm > 0 else 1.0
     change = abs(float(half.norm()) - norm) / norm if norm > 0 else 0.0
-    probe = Probe(float32_s=runs[None][0], bfloat16_s=runs[torch.bfloat16][0], cosine=cosine, norm_change=change)
-    _, grads, extra = runs[torch.bfloat16 if probe.bfloat16 else None]
-    return probe, grads, extra
+    return Probe(float32_s=seconds[None], bfloat16_s=seconds[torch.bfloat16], cosine=cosine, norm_change=change)
