@@ -13,6 +13,7 @@ from test_wmrl_method import make_batch
 from wmrl.algorithms.debias import CalibrationMap, fit_calibration, fit_strict_calibration
 from wmrl.algorithms.fusion import AgreementEstimate, fusion_scales
 from wmrl.callbacks import OnlineDebiasing, VarianceFusion
+from wmrl.types import KnowsItsAgreement
 
 
 def _ties(values) -> int:
@@ -202,7 +203,7 @@ def test_a_prior_gives_a_share_from_the_start_and_fades_under_anchors_at_chance(
         estimate.add_prior(1.5, 4)
 
 
-class KnowsAgreement:
+class KnowsAgreement(KnowsItsAgreement):
     """A world model that measured its agreement before the run (as the pretrained task-aware model does)."""
 
     def __init__(self, prior):

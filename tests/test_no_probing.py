@@ -18,6 +18,7 @@ import torch
 
 import wmrl.types
 from wmrl.types import (
+    CAPABILITIES,
     AdapterPolicy,
     BindsToPolicy,
     ChunkPolicy,
@@ -38,6 +39,7 @@ from wmrl.types import (
     TaskEnvironment,
     TaskGrader,
     WorldModel,
+    declares,
 )
 from wmrl.vla.bandit import LinearGaussianPolicy
 
@@ -143,12 +145,12 @@ def test_autoresearch_plug_ins_satisfy_their_protocols(tmp_path):
     from wmrl.models import is_peft_model, tiny_llama
 
     environment = SandboxEnvironment(allow_weak_isolation=True, allow_weak_bounds=True, use_log=False)
-    assert isinstance(environment, TaskEnvironment) and isinstance(environment, ShowsStarter)
+    assert isinstance(environment, TaskEnvironment) and declares(environment, ShowsStarter)
     lm = LMWorldModel()
-    assert isinstance(lm, WorldModel) and isinstance(lm, BindsToPolicy) and isinstance(lm, ReportsMetrics)
+    assert isinstance(lm, WorldModel) and declares(lm, BindsToPolicy) and declares(lm, ReportsMetrics)
     learned = LearnedWorldModel()
-    assert isinstance(learned, WorldModel) and isinstance(learned, LearnsFromAnchors)
-    assert isinstance(learned, ComparesWithStarter)
+    assert isinstance(learned, WorldModel) and declares(learned, LearnsFromAnchors)
+    assert declares(learned, ComparesWithStarter) and declares(learned, ReportsMetrics)
     assert isinstance(HFWorldModelBackend(), LanguageModelBackend)
     assert isinstance(VLLMWorldModelBackend(), LanguageModelBackend)
 
@@ -174,12 +176,97 @@ def test_vla_plug_ins_satisfy_their_protocols():
     for simulator in (PushTSimulator(), TargetBandit(), LiberoSimulator()):
         assert isinstance(simulator, Simulator), type(simulator).__name__
     for world_model in (ProgressWorldModel(), DistortedOracle(TargetBandit())):
-        assert isinstance(world_model, EpisodeWorldModel) and isinstance(world_model, GradesTrajectories)
-    assert isinstance(ProgressWorldModel(), LearnsFromDemonstrations)
+        assert isinstance(world_model, EpisodeWorldModel) and declares(world_model, GradesTrajectories)
+    assert declares(ProgressWorldModel(), LearnsFromDemonstrations)
     assert not isinstance(DistortedOracle(TargetBandit()), LearnsFromDemonstrations)
     assert isinstance(LeRobotVLADataModule(), DemonstrationData) and isinstance(BanditDataModule(), DemonstrationData)
     assert isinstance(LinearGaussianPolicy(), ChunkPolicy)
     assert isinstance(VLAGRPOModule(policy_instance=LinearGaussianPolicy()), ClonesBehaviour)
+
+
+#: classes of src/wmrl that have a capability's members without being that plug-in, with the reason
+NOT_CAPABILITIES = {
+    ("wmrl.types", "GenerationEngine", "ReportsMetrics"): "an engine's metrics() is its own contract",
+    ("wmrl.algorithms.denoise", "InverseVarianceWeight", "LearnsFromAnchors"):
+        "observe(s2) records a squared error, a statistic of the denoising callback",
+    ("wmrl.algorithms.fusion", "AgreementEstimate", "LearnsFromAnchors"):
+        "observe(wm, real) records paired rewards, a statistic of the fusion callback",
+    ("wmrl.autoresearch.tasks.build", "BuiltTask", "ShowsStarter"): "a task's own starter(), no environment",
+    ("wmrl.autoresearch.tasks.folder_task", "FolderTask", "ShowsStarter"): "a task's own starter(), no environment",
+    ("wmrl.generation.hf_world_model", "HFWorldModelBackend", "BindsToPolicy"):
+        "a backend's bind() is part of the LanguageModelBackend contract; the world model declares BindsToPolicy",
+    ("wmrl.generation.served_world_model", "ServedWorldModelBackend", "BindsToPolicy"):
+        "a backend's bind() is part of the LanguageModelBackend contract; the world model declares BindsToPolicy",
+    ("wmrl.generation.vllm_world_model", "VLLMWorldModelBackend", "BindsToPolicy"):
+        "a backend's bind() is part of the LanguageModelBackend contract; the world model declares BindsToPolicy",
+    ("wmrl.generation.hf", "HFGenerationEngine", "ReportsMetrics"): "an engine's metrics() is its own contract",
+    ("wmrl.generation.vllm", "VLLMGenerationEngine", "ReportsMetrics"): "an engine's metrics() is its own contract",
+    ("wmrl.models.precision", "Probe", "ReportsMetrics"): "the update's precision probe, no plug-in",
+}
+
+
+def _shipped_classes():
+    import importlib
+    import pkgutil
+
+    import wmrl
+
+    for info in pkgutil.walk_packages(wmrl.__path__, "wmrl."):
+        if info.name.endswith("__main__"):  # runs the CLI
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional dependency (vLLM, LeRobot) is not installed here
+            continue
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == info.name and not value.__dict__.get("_is_protocol"):
+                yield value
+
+
+def test_every_shipped_plug_in_declares_the_capabilities_it_has():
+    """A class with a capability's members declares it (``wmrl.types.declares`` uses only what is declared), or is
+    listed in NOT_CAPABILITIES with its reason."""
+    import inspect
+
+    undeclared = []
+    for cls in _shipped_classes():
+        for capability in CAPABILITIES:
+            members = [m for m in vars(capability) if not m.startswith("_")]
+            has = all(callable(getattr(cls, m, None)) or isinstance(inspect.getattr_static(cls, m, None), property)
+                      for m in members)
+            key = (cls.__module__, cls.__qualname__, capability.__name__)
+            if has and capability not in cls.__mro__ and key not in NOT_CAPABILITIES:
+                undeclared.append(f"{cls.__module__}.{cls.__qualname__}: {capability.__name__}")
+    assert not undeclared, "declare these capabilities among the class's bases:\n  " + "\n  ".join(undeclared)
+    seen = {(cls.__module__, cls.__qualname__) for cls in _shipped_classes()}
+    stale = sorted(key for key in NOT_CAPABILITIES if key[:2] not in seen)
+    assert not stale, f"NOT_CAPABILITIES lists classes that are gone (remove them): {stale}"
+
+
+def test_a_capability_is_used_only_where_it_is_declared(recwarn):
+    """A ``metrics()`` method alone does not make a plug-in ReportsMetrics: declares() says no and warns once, naming
+    the base to add; the declared class is used; check_world_model reports the undeclared one."""
+    from wmrl.testing import check_world_model
+
+    class Undeclared:
+        source = wmrl.types.Source.WORLD_MODEL
+
+        def step_many(self, requests):
+            return [wmrl.types.Outcome(wmrl.types.Status.VALID, 0.5, source=self.source) for _ in requests]
+
+        def metrics(self):
+            return {"calls": 1.0}
+
+    class Declared(Undeclared, ReportsMetrics):
+        pass
+
+    assert not declares(Undeclared(), ReportsMetrics) and not declares(Undeclared(), ReportsMetrics)
+    warned = [str(w.message) for w in recwarn if "does not declare it" in str(w.message)]
+    assert len(warned) == 1 and "add ReportsMetrics (from wmrl.types) to the class's bases" in warned[0]
+    assert declares(Declared(), ReportsMetrics)
+    report = check_world_model(Undeclared())
+    assert any("has the members of ReportsMetrics but does not declare it" in p for p in report.problems)
+    assert "ReportsMetrics" in check_world_model(Declared()).capabilities
 
 
 # -- a plug-in missing a member is refused where it is configured ----------------------------------------------

@@ -19,7 +19,7 @@ from wmrl.callbacks import (
     RLCallback,
     WorldModelReward,
 )
-from wmrl.types import Outcome, Source, Status
+from wmrl.types import GradesTrajectories, Outcome, Source, Status
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV312 = ROOT / ".venv312" / "bin" / "python"
@@ -97,7 +97,7 @@ class LineSimulator:
         return [Outcome(Status.VALID, float(e.success), source=Source.REAL) for e in episodes]
 
 
-class SquashedWorldModel:
+class SquashedWorldModel(GradesTrajectories):
     """A test double of ProgressWorldModel: a monotone distortion of how far right the agent pushed."""
 
     source = Source.WORLD_MODEL

@@ -19,7 +19,7 @@ from wmrl.callbacks import (
     WorldModelReward,
 )
 from wmrl.models import tiny_llama
-from wmrl.types import Outcome, Source, Status
+from wmrl.types import LearnsFromAnchors, Outcome, ReportsMetrics, Source, Status
 
 
 class Steps(torch.utils.data.IterableDataset):
@@ -136,7 +136,7 @@ def test_pure_world_model_and_real_only_ablations_run():
     assert not probe.batches[0].is_real.any() and probe.metrics[0]["anchor/fraction"] == 0.0
 
 
-class GoneWorldModel(DistortedWorldModel):
+class GoneWorldModel(DistortedWorldModel, ReportsMetrics):
     """A world model whose backend stops answering after its first call (a world-model server killed mid-run): every
     later outcome is missing (``infra_error``, no reward), as LMWorldModel reports an unanswered question."""
 
@@ -258,7 +258,7 @@ def test_a_saved_state_under_another_key_goes_only_to_a_lone_callback_of_its_cla
     assert module.trained_steps == 3
 
 
-class LearningWorldModel(DistortedWorldModel):
+class LearningWorldModel(DistortedWorldModel, LearnsFromAnchors, ReportsMetrics):
     """A world-model double that also learns (the ``observe`` protocol of ``LearnedWorldModel``)."""
 
     def __init__(self, tokenizer) -> None:

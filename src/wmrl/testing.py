@@ -3,7 +3,7 @@
     from wmrl.testing import check_world_model
     report = check_world_model(MyWorldModel())
     assert report.ok, report.problems
-    print(report.capabilities)   # e.g. ['LearnsFromAnchors', 'Checkpointable']
+    print(report.capabilities)   # e.g. ['LearnsFromAnchors', 'Checkpointable'] (declared by its bases)
 
 It asks the object about three turns (no code block, a syntax error, a small script) and checks what comes back
 against :mod:`wmrl.types`: one :class:`~wmrl.types.Outcome` per request, in order, each from the world model,
@@ -24,15 +24,18 @@ from wmrl.types import (
     ComparesWithStarter,
     Environment,
     GradesTrajectories,
+    KnowsItsAgreement,
     LearnsFromAnchors,
     Outcome,
     ReportsMetrics,
     Source,
     StepRequest,
+    declares,
 )
 
-CAPABILITIES = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, ComparesWithStarter, Checkpointable,
-                ReportsMetrics)
+#: what a world model may declare (``Checkpointable`` is structural: ``state_dict`` is every torch module's contract)
+WORLD_MODEL_CAPABILITIES = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, ComparesWithStarter, ReportsMetrics,
+                            KnowsItsAgreement)
 SCRIPT = "import numpy as np\nprint(np.arange(3).sum())\n"
 
 
@@ -85,9 +88,19 @@ def check_environment(environment: Any, task_id: str = "smoke_iris", source: Sou
 
 
 def check_world_model(world_model: Any, task_id: str = "smoke_iris") -> Report:
-    """Problems of ``world_model`` against the world-model contract, and the optional capabilities it has."""
-    report = Report(capabilities=[c.__name__ for c in CAPABILITIES if isinstance(world_model, c)])
-    if isinstance(world_model, GradesTrajectories) and not isinstance(world_model, Environment):
+    """Problems of ``world_model`` against the world-model contract, and the optional capabilities it declares
+    (:func:`wmrl.types.declares`; one it has the members of without declaring it is a problem: the kit would not
+    use it)."""
+    mro = type(world_model).__mro__
+    report = Report(capabilities=[c.__name__ for c in WORLD_MODEL_CAPABILITIES if c in mro])
+    if isinstance(world_model, Checkpointable):
+        report.capabilities.append(Checkpointable.__name__)
+    for capability in WORLD_MODEL_CAPABILITIES:
+        if capability not in mro and isinstance(world_model, capability):
+            report.problems.append(f"{type(world_model).__name__} has the members of {capability.__name__} but does "
+                                   f"not declare it, so the kit does not use them: add {capability.__name__} (from "
+                                   "wmrl.types) to its bases")
+    if declares(world_model, GradesTrajectories) and not isinstance(world_model, Environment):
         return report  # a trajectory grader (the VLA progress model) answers no turns
     found = check_environment(world_model, task_id, Source.WORLD_MODEL)
     report.problems += found.problems

@@ -15,9 +15,11 @@ by a :class:`GenerationEngine`. The VLA domain: a :class:`Simulator` plays and g
 :class:`EpisodeGrader`), an :class:`EpisodeWorldModel` grades them instead, a :class:`ChunkPolicy` acts (Gaussian or
 not), a :class:`DemonstrationData` data module carries the demonstrations that a :class:`LearnsFromDemonstrations`
 world model and a :class:`ClonesBehaviour` module learn from. They are runtime-checkable protocols (the engine
-excepted, a base class: see :class:`GenerationEngine`): a class conforms by having the members, no base class needed;
-the modules check their plug-ins at construction and name the config key and the missing members
-(:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model.
+excepted, a base class: see :class:`GenerationEngine`): a class fills a role by having the members, no base class
+needed; the modules check their plug-ins at construction and name the config key and the missing members
+(:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model. The optional capabilities
+(:data:`CAPABILITIES`) are declared: a plug-in lists them among its bases, and one that only has their members is
+told so and not used that way (:func:`declares`).
 """
 
 from __future__ import annotations
@@ -676,8 +678,40 @@ def missing_members(plugin: Any, protocol: type) -> str:
     >>> missing_members(object(), EpisodeGrader)
     'grade'
     """
-    members = protocol.__protocol_attrs__ if sys.version_info >= (3, 12) else typing._get_protocol_attrs(protocol)
-    return ", ".join(sorted(name for name in members if name not in dir(plugin))) or "nothing"
+    return ", ".join(sorted(name for name in _members(protocol) if name not in dir(plugin))) or "nothing"
+
+
+#: the optional capabilities a plug-in declares by listing them among its bases (:func:`declares`)
+CAPABILITIES: tuple[type, ...] = (ShowsStarter, LearnsFromAnchors, GradesTrajectories, BindsToPolicy,
+                                  ComparesWithStarter, ReportsMetrics, KnowsItsAgreement, KnowsContext,
+                                  LearnsFromDemonstrations)
+_undeclared: set[tuple[type, type]] = set()
+
+
+def declares(plugin: Any, capability: type) -> bool:
+    """Whether ``plugin``'s class declares ``capability`` (one of :data:`CAPABILITIES`): lists it, or a contract
+    built on it, among its bases (``class MyWorldModel(LearnsFromAnchors, ReportsMetrics): ...``).
+
+    A capability is declared, never inferred from a method's name: a ``metrics()`` or ``observe()`` written for
+    something else must not switch on what the kit does with a :class:`ReportsMetrics` or
+    :class:`LearnsFromAnchors` plug-in. A plug-in that has the capability's members without declaring it is treated
+    as lacking it, with a warning (once per class) that names the base to add."""
+    if capability in type(plugin).__mro__:
+        return True
+    key = (type(plugin), capability)
+    if isinstance(plugin, capability) and key not in _undeclared:
+        import warnings
+
+        _undeclared.add(key)
+        cls = type(plugin)
+        warnings.warn(f"{cls.__module__}.{cls.__qualname__} has the members of {capability.__name__} "
+                      f"({', '.join(sorted(_members(capability)))}) but does not declare it, so the kit does not use "
+                      f"them: add {capability.__name__} (from wmrl.types) to the class's bases", stacklevel=2)
+    return False
+
+
+def _members(protocol: type) -> set[str]:
+    return set(protocol.__protocol_attrs__ if sys.version_info >= (3, 12) else typing._get_protocol_attrs(protocol))
 
 
 #: the records and every plug-in contract (``tests/test_no_probing.py`` checks the shipped plug-ins against them)
@@ -690,6 +724,6 @@ __all__ = [
     "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
     # policies, generation, data
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
-    # what refuses a plug-in that lacks a member
-    "missing_members",
+    # what refuses a plug-in that lacks a member; which optional capabilities a plug-in declares
+    "missing_members", "CAPABILITIES", "declares",
 ]

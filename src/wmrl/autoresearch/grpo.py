@@ -49,7 +49,7 @@ from wmrl.models.precision import Precision
 from wmrl.modules.base import RLModule
 from wmrl.rollout.agent import AgentLoop, Prefill, RolloutState
 from wmrl.rollout.batch import collate
-from wmrl.types import RolloutBatch, RolloutPlan, ShowsStarter
+from wmrl.types import RolloutBatch, RolloutPlan, ShowsStarter, declares
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class GRPOModule(RLModule):
             env = self.environments[env_name]  # RLModule.check_plan has refused a plan naming an unknown one
             real = self.environments["real"]
             prompt = real.prompt(task_id)
-            starter = real.starter(task_id) if isinstance(real, ShowsStarter) else None
+            starter = real.starter(task_id) if declares(real, ShowsStarter) else None
             states += [agent.start(task_id, group, prompt, env, starter) for _ in range(plan.group_size)]
         before = self.engine.tokens_run
         for key, seconds in agent.run(states, seed=seed).items():

@@ -41,7 +41,7 @@ from wmrl.algorithms.fusion import (
     fusion_scales,
 )
 from wmrl.callbacks.base import RLCallback, gather_rows, rank_of
-from wmrl.types import KnowsItsAgreement
+from wmrl.types import KnowsItsAgreement, declares
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -77,7 +77,7 @@ class VarianceFusion(RLCallback):
         """Pool the world model's measured agreement in (:class:`~wmrl.types.KnowsItsAgreement`), once a run."""
         self.prior_taken = True
         world_model = pl_module.environments.get("world_model")
-        prior = world_model.agreement_prior() if isinstance(world_model, KnowsItsAgreement) else None
+        prior = world_model.agreement_prior() if declares(world_model, KnowsItsAgreement) else None
         if prior is not None and self.prior_dof > 0 and not math.isnan(prior[0]):
             self.estimate.add_prior(prior[0], min(prior[1], self.prior_dof))
 

@@ -36,6 +36,7 @@ from wmrl.types import (
     LearnsFromAnchors,
     ReportsMetrics,
     ShowsStarter,
+    declares,
 )
 
 if TYPE_CHECKING:
@@ -83,10 +84,10 @@ class WorldModelReward(RLCallback):
         self._seen = {key: 0.0 for key in PER_STEP}  # running counts logged as each step's increase
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if isinstance(self.world_model, BindsToPolicy):
+        if declares(self.world_model, BindsToPolicy):
             self.world_model.bind(pl_module.policy, pl_module.tokenizer)
         real = pl_module.environments.get("real")
-        if isinstance(self.world_model, ComparesWithStarter) and isinstance(real, ShowsStarter):
+        if declares(self.world_model, ComparesWithStarter) and declares(real, ShowsStarter):
             self.world_model.compare_with(real.starter)  # the starter the agent is shown, not always the baseline
         pl_module.add_environment("world_model", self.world_model)
 
@@ -94,7 +95,7 @@ class WorldModelReward(RLCallback):
         from wmrl.types import StepRequest
 
         anchors = [i for i, tr in enumerate(batch.trajectories) if bool(batch.is_real[i]) and tr.turns]
-        if self.side_grade and anchors and isinstance(self.world_model, GradesTrajectories):
+        if self.side_grade and anchors and declares(self.world_model, GradesTrajectories):
             # world models that grade whole trajectories (the VLA path's progress model scores an episode)
             start = time.perf_counter()
             rewards = self.world_model.grade_trajectories([batch.trajectories[i] for i in anchors])
@@ -121,9 +122,9 @@ class WorldModelReward(RLCallback):
                     best[i] = max(best.get(i, 0.0), outcome.reward)
             for i, reward in best.items():
                 batch.wm_rewards[i] = reward
-        if isinstance(self.world_model, LearnsFromAnchors):  # learns from the anchors once they are side-graded
+        if declares(self.world_model, LearnsFromAnchors):  # learns from the anchors once they are side-graded
             self._observe(trainer, pl_module, batch, anchors)
-        own = dict(self.world_model.metrics()) if isinstance(self.world_model, ReportsMetrics) else {}
+        own = dict(self.world_model.metrics()) if declares(self.world_model, ReportsMetrics) else {}
         metrics = {}
         for key in PER_STEP:
             total = float(own.pop(key, 0.0))

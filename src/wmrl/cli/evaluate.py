@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from wmrl.evaluation import mean_summary, paired_differences, write_samples
 from wmrl.evaluation.records import EVAL_SEED
-from wmrl.types import Outcome, Source, StepRequest
+from wmrl.types import Outcome, ShowsStarter, Source, StepRequest
 
 #: the ``GRPOModule`` settings that decide how a policy samples, read from a checkpoint's hyperparameters
 SAMPLING_SETTINGS = ("model", "lora", "dtype", "max_turns", "max_new_tokens", "observation_tokens",
@@ -151,7 +151,7 @@ class SilentProgress:
         pass
 
 
-class ReportingEnvironment:
+class ReportingEnvironment(ShowsStarter):
     """The real environment, telling ``on_done(task_id, outcome)`` as each execution finishes (the per-sample
     progress of ``wmrl evaluate``), and ``on_start(count)`` when a turn's executions begin (generation is over)."""
 

@@ -23,9 +23,10 @@ from wmrl.generation.engine import (
 from wmrl.models import shared_decode
 from wmrl.models.kv import cache_kwarg, preallocate, returned_cache
 from wmrl.models.shared_decode import SharedPrefixDecoder
+from wmrl.types import KnowsContext
 
 
-class HFGenerationEngine(GenerationEngine):
+class HFGenerationEngine(GenerationEngine, KnowsContext):
     """Batched sampling with a KV cache, straight from a transformers model (CPU or one GPU).
 
     Our own decoding loop rather than ``model.generate`` so that the behaviour log-probs, the per-sequence

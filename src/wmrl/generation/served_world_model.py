@@ -50,6 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wmrl.generation.vllm_world_model import PREDICTIONS_SCHEMA
+from wmrl.types import ReportsMetrics
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class ServerError(RuntimeError):
     """A server's answer the backend does not retry: an HTTP 4xx (a configuration error) or a malformed body."""
 
 
-class ServedWorldModelBackend:
+class ServedWorldModelBackend(ReportsMetrics):
     """Answers :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`'s two questions with
     OpenAI-compatible completion servers (``vllm serve``).
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from wmrl.generation.engine import OPEN_FENCE, GenerationEngine, SamplingParams
-from wmrl.types import Environment, KnowsContext, Outcome, Source, StepRequest, Trajectory, Turn
+from wmrl.types import Environment, KnowsContext, Outcome, Source, StepRequest, Trajectory, Turn, declares
 
 SYSTEM_PROMPT = (
     "You are an expert machine-learning engineer. You solve a prediction task by writing one complete, "
@@ -208,7 +208,7 @@ class AgentLoop:
         """Refuse a first turn that does not fit the policy's context (the engine's ``context_length``, where it
         has one) with its response: a model past its context reads a prompt it was never trained on, and an engine
         that cuts the prompt drops the task card or the starter without a word."""
-        context = self.engine.context_length if isinstance(self.engine, KnowsContext) else None
+        context = self.engine.context_length if declares(self.engine, KnowsContext) else None
         needed = prompt_tokens + self.settings.max_new_tokens
         if context is None or needed <= context:
             return

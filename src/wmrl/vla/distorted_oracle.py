@@ -31,7 +31,15 @@ from typing import Literal
 
 import numpy as np
 
-from wmrl.types import EpisodeGrader, Outcome, Source, Status, missing_members
+from wmrl.types import (
+    EpisodeGrader,
+    GradesTrajectories,
+    Outcome,
+    ReportsMetrics,
+    Source,
+    Status,
+    missing_members,
+)
 from wmrl.vla.episode import episode_of
 
 Distortion = Literal["identity", "power", "logistic", "reverse", "independent"]
@@ -71,7 +79,7 @@ def distort(reward, distortion: Distortion = "identity", power: float = 1.0, slo
     return offset + scale * g
 
 
-class DistortedOracle:
+class DistortedOracle(GradesTrajectories, ReportsMetrics):
     """The true reward through a known monotone distortion plus known Gaussian noise, as a world model.
 
     Args:

@@ -52,6 +52,7 @@ from wmrl.types import (
     LearnsFromDemonstrations,
     RolloutBatch,
     RolloutPlan,
+    declares,
 )
 from wmrl.vla.episode import Episode, EpisodeTrajectory, episode_turn, seed_of
 from wmrl.vla.play import PolicyController, held_out_episodes
@@ -163,7 +164,7 @@ class VLAGRPOModule(RLModule):
             self._reference_state = None
         self._reference = [reference]
         for name, env in self.environments.items():
-            if isinstance(env, LearnsFromDemonstrations):
+            if declares(env, LearnsFromDemonstrations):
                 start = time.perf_counter()
                 loss = env.fit_demonstrations(demonstrations)
                 what = "loaded pretrained" if math.isnan(loss) else f"trained on {len(demonstrations)} demonstrations"

@@ -25,14 +25,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wmrl.types import Outcome, Source, Status
+from wmrl.types import GradesTrajectories, LearnsFromDemonstrations, Outcome, ReportsMetrics, Source, Status
 from wmrl.vla.episode import Episode, episode_from_state, episode_of, episode_state
 from wmrl.vla.reward_model import ProgressRewardModel, episode_samples, frame_indices, shaped_reward
 
 log = logging.getLogger(__name__)
 
 
-class ProgressWorldModel:
+class ProgressWorldModel(GradesTrajectories, LearnsFromDemonstrations, ReportsMetrics):
     """A progress reward model as the ``world_model`` environment of the VLA path.
 
     Args:

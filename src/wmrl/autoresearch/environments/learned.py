@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.gate import gate
 from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE
-from wmrl.types import Basis, Outcome, Source, Status
+from wmrl.types import Basis, ComparesWithStarter, LearnsFromAnchors, Outcome, ReportsMetrics, Source, Status
 
 if TYPE_CHECKING:
     import numpy as np
@@ -136,7 +136,7 @@ def read_executions(path: str | Path) -> list[tuple[str, str, Outcome]]:
     return out
 
 
-class LearnedWorldModel:
+class LearnedWorldModel(ComparesWithStarter, LearnsFromAnchors, ReportsMetrics):
     """A frozen text encoder and a logistic-regression head over outcome classes (see the module docstring).
 
     Args:

@@ -41,7 +41,7 @@ from wmrl.algorithms.reward import ladder_reward
 from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.gate import gate
 from wmrl.autoresearch.tasks.build import STARTER_HEADING
-from wmrl.types import LanguageModelBackend, Outcome, ReportsMetrics, Source, Status
+from wmrl.types import BindsToPolicy, LanguageModelBackend, Outcome, ReportsMetrics, Source, Status, declares
 
 if TYPE_CHECKING:
     from wmrl.autoresearch.tasks.suite import TaskSuite
@@ -185,7 +185,7 @@ def _moments(probabilities: Sequence[float], rewards: Sequence[float]) -> tuple[
     return mean, max(variance, 0.0)
 
 
-class LMWorldModel:
+class LMWorldModel(BindsToPolicy, ReportsMetrics):
     """A causal LM as the AutoResearch world model (see the module docstring).
 
     Args:
@@ -244,7 +244,7 @@ class LMWorldModel:
     def metrics(self) -> dict[str, float]:
         """What ``WorldModelReward`` logs as ``world_model/*`` (running counts): answers it could not parse, questions
         no backend answered (reported missing), and a served backend's own counts (``server_requests``, ...)."""
-        own = self.backend.metrics() if isinstance(self.backend, ReportsMetrics) else {}
+        own = self.backend.metrics() if declares(self.backend, ReportsMetrics) else {}
         return {**own, "parse_failures": float(self.parse_failures), "unanswered": float(self.unanswered)}
 
     def bind(self, policy: Any, tokenizer: Any) -> None:

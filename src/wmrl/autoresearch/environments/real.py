@@ -20,7 +20,7 @@ from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, Sandbo
 from wmrl.autoresearch.tasks.build import STARTER_HEADING, BuiltTask
 from wmrl.autoresearch.tasks.model_choice import choice_prompt, choice_starter
 from wmrl.autoresearch.tasks.suite import TaskSuite
-from wmrl.types import Outcome, Source
+from wmrl.types import Outcome, ShowsStarter, Source
 
 if TYPE_CHECKING:
     from wmrl.types import StepRequest
@@ -32,7 +32,7 @@ STARVED_RETRIES = 2
 STARTER_VIEWS = ("script", "score")  # SandboxEnvironment(starter_view=...)
 
 
-class SandboxEnvironment:
+class SandboxEnvironment(ShowsStarter):
     """Real execution of AutoResearch solutions.
 
     Args:

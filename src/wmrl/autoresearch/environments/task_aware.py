@@ -52,7 +52,16 @@ from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.gate import gate
 from wmrl.autoresearch.environments.learned import changed_part, read_executions, read_pretrained
 from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE
-from wmrl.types import Basis, Outcome, Source, Status
+from wmrl.types import (
+    Basis,
+    ComparesWithStarter,
+    KnowsItsAgreement,
+    LearnsFromAnchors,
+    Outcome,
+    ReportsMetrics,
+    Source,
+    Status,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -305,7 +314,7 @@ def landmark_features(card: dict[str, Any], families: set[str]) -> dict[str, flo
     return out
 
 
-class TaskAwareWorldModel:
+class TaskAwareWorldModel(ComparesWithStarter, LearnsFromAnchors, ReportsMetrics, KnowsItsAgreement):
     """A world model over the task card and the code (see the module docstring).
 
     Args:
