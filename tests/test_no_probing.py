@@ -186,22 +186,21 @@ def test_vla_plug_ins_satisfy_their_protocols():
 
 #: classes of src/wmrl that have a capability's members without being that plug-in, with the reason
 NOT_CAPABILITIES = {
-    ("wmrl.types", "GenerationEngine", "ReportsMetrics"): "an engine's metrics() is its own contract",
     ("wmrl.algorithms.denoise", "InverseVarianceWeight", "LearnsFromAnchors"):
         "observe(s2) records a squared error, a statistic of the denoising callback",
     ("wmrl.algorithms.fusion", "AgreementEstimate", "LearnsFromAnchors"):
         "observe(wm, real) records paired rewards, a statistic of the fusion callback",
-    ("wmrl.autoresearch.tasks.build", "BuiltTask", "ShowsStarter"): "a task's own starter(), no environment",
-    ("wmrl.autoresearch.tasks.folder_task", "FolderTask", "ShowsStarter"): "a task's own starter(), no environment",
-    ("wmrl.generation.hf_world_model", "HFWorldModelBackend", "BindsToPolicy"):
-        "a backend's bind() is part of the LanguageModelBackend contract; the world model declares BindsToPolicy",
-    ("wmrl.generation.served_world_model", "ServedWorldModelBackend", "BindsToPolicy"):
-        "a backend's bind() is part of the LanguageModelBackend contract; the world model declares BindsToPolicy",
-    ("wmrl.generation.vllm_world_model", "VLLMWorldModelBackend", "BindsToPolicy"):
-        "a backend's bind() is part of the LanguageModelBackend contract; the world model declares BindsToPolicy",
-    ("wmrl.generation.hf", "HFGenerationEngine", "ReportsMetrics"): "an engine's metrics() is its own contract",
-    ("wmrl.generation.vllm", "VLLMGenerationEngine", "ReportsMetrics"): "an engine's metrics() is its own contract",
     ("wmrl.models.precision", "Probe", "ReportsMetrics"): "the update's precision probe, no plug-in",
+    **{(module, name, "ShowsStarter"): "a task's own starter(), no environment"
+       for module, name in (("wmrl.autoresearch.tasks.build", "BuiltTask"),
+                            ("wmrl.autoresearch.tasks.folder_task", "FolderTask"))},
+    **{(module, name, "BindsToPolicy"): "a LanguageModelBackend's bind(); its world model declares BindsToPolicy"
+       for module, name in (("wmrl.generation.hf_world_model", "HFWorldModelBackend"),
+                            ("wmrl.generation.served_world_model", "ServedWorldModelBackend"),
+                            ("wmrl.generation.vllm_world_model", "VLLMWorldModelBackend"))},
+    **{(module, name, "ReportsMetrics"): "a GenerationEngine's metrics() is the engine contract's own"
+       for module, name in (("wmrl.types", "GenerationEngine"), ("wmrl.generation.hf", "HFGenerationEngine"),
+                            ("wmrl.generation.vllm", "VLLMGenerationEngine"))},
 }
 
 

@@ -4,6 +4,7 @@ import of the transformers one)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # the contract and its records live in wmrl.types; re-exported here, where the engines are
@@ -41,3 +42,14 @@ def eos_ids(model: Any, tokenizer: Any) -> set[int]:
     elif config_eos is not None:
         ids.update(int(i) for i in config_eos)
     return ids
+
+
+def generations(tokenizer: Any, tokens: Sequence[Sequence[int]], logprobs: Sequence[Sequence[float]],
+                reasons: Sequence[FinishReason]) -> list[Generation]:
+    """One :class:`Generation` per row from its sampled tokens, their log-probs and why it stopped (the text decoded
+    with special tokens skipped)."""
+    return [
+        Generation(token_ids=tuple(row_tokens), logprobs=tuple(row_logprobs),
+                   text=tokenizer.decode(list(row_tokens), skip_special_tokens=True), finish_reason=reason)
+        for row_tokens, row_logprobs, reason in zip(tokens, logprobs, reasons, strict=True)
+    ]

@@ -19,6 +19,7 @@ from wmrl.generation.engine import (
     SamplingParams,
     closes_code_block,
     eos_ids,
+    generations,
 )
 from wmrl.models import shared_decode
 from wmrl.models.kv import cache_kwarg, preallocate, returned_cache
@@ -164,15 +165,7 @@ class HFGenerationEngine(GenerationEngine, KnowsContext):
         tokens, logprobs, reasons = decode(
             cache, logits, attention_mask, position_ids, expand, [len(prompt) for prompt in prompts], params,
             generator, width)
-        return [
-            Generation(
-                token_ids=tuple(tokens[row]),
-                logprobs=tuple(logprobs[row]),
-                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
-                finish_reason=reasons[row],
-            )
-            for row in range(size)
-        ]
+        return generations(self.tokenizer, tokens, logprobs, reasons)
 
     def _decode_shared(
         self, cache: Any, logits: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,

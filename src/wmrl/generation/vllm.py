@@ -64,6 +64,7 @@ from wmrl.generation.engine import (
     SamplingParams,
     closes_code_block,
     eos_ids,
+    generations,
 )
 
 log = logging.getLogger(__name__)
@@ -391,15 +392,7 @@ class VLLMGenerationEngine(GenerationEngine):
                 # else: the token budget is spent ("length")
             active = still
             round_index += 1
-        return [
-            Generation(
-                token_ids=tuple(tokens[row]),
-                logprobs=tuple(logprobs[row]),
-                text=self.tokenizer.decode(tokens[row], skip_special_tokens=True),
-                finish_reason=reasons[row],
-            )
-            for row in range(len(prompts))
-        ]
+        return generations(self.tokenizer, tokens, logprobs, reasons)
 
     # -- weight sync ------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
