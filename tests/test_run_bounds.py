@@ -46,13 +46,32 @@ for i in range(32):  # 2 GiB in memfd files of 192 MiB: each under the file-size
 
 CHILDREN = """
 import os, time
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a killed child not yet reaped is a zombie
+    except OSError:
+        return False
+
+
 for k in range(3):
     if os.fork() == 0:
         block = bytearray(400 << 20)  # under RLIMIT_AS (512 MiB) in each child; 1.2 GiB together
         for i in range(0, len(block), 4096):
             block[i] = 1
+        with open(f"held_{k}", "w") as f:
+            f.write(str(os.getpid()))
         print("CHILD", k, flush=True)
-        time.sleep(3)
+        for _ in range(30):  # while it holds its block: is another child holding one too?
+            for j in range(3):
+                if j != k and os.path.exists(f"held_{j}"):
+                    with open(f"held_{j}") as f:
+                        other = f.read()
+                    if other and alive(int(other)):
+                        print("BOTH", k, j, flush=True)
+            time.sleep(0.1)
         os._exit(0)
 for _ in range(3):
     os.wait()
@@ -74,7 +93,9 @@ def test_memfd_pages_count_against_the_runs_memory(sandbox):
 def test_children_under_the_per_process_limit_share_one_bound(sandbox):
     result = sandbox.run(ExecutionRequest(CHILDREN, limits=SandboxLimits(timeout_s=60, memory_mb=512)))
     assert result.infra_error is None, result.infra_error
-    assert result.stdout_tail.count("CHILD") <= 1, result.stdout_tail  # 400 MiB fit once in 512 MiB, not twice
+    # 400 MiB fit once in 512 MiB, never twice at once (which child the OOM killer ends, the holder or a newcomer,
+    # depends on timing: two children may each hold the block in turn)
+    assert "CHILD" in result.stdout_tail and "BOTH" not in result.stdout_tail, result.stdout_tail
     assert "out of memory" in result.note, result
 
 
@@ -141,10 +162,13 @@ def host_load():
 
 
 def test_an_honest_run_on_a_busy_host_is_never_a_cached_timeout(tiny_suite, sandbox, host_load, tmp_path):
-    """2 s of CPU with a 4 s budget, beside a hog run and three host spinners: the run gets its CPU budget (valid),
-    or, if the host starves it past the budget's extension, it is missing (infra), never a timeout of 0 and never
-    a cached one. Before the CPU budget it timed out at 4 s of wall clock and the timeout was cached."""
-    env = SandboxEnvironment(tiny_suite, sandbox, log_path=tmp_path / "log.jsonl", timeout_s=4)
+    """2 s of CPU and a solution's fit (~3 s of CPU in all) with a 6 s budget, beside a hog run and three host
+    spinners: the run gets its CPU budget (valid), or, if the host starves it past the budget's extension, it is
+    missing (infra), never a timeout of 0 and never a cached one. Before the CPU budget it timed out at 4 s of wall
+    clock and the timeout was cached. The budget leaves the run time of its own beyond its CPU: waiting for the disk
+    (its imports, while CI's other lane loads models) is not counted as starvation, and at a 4 s budget a run in CI
+    was stopped with 2.4 s of CPU in 10 s, 5 s of them excused."""
+    env = SandboxEnvironment(tiny_suite, sandbox, log_path=tmp_path / "log.jsonl", timeout_s=6)
     hog, honest = env.execute_many([("tiny_iris", HOG_12S), ("tiny_iris", NEEDS_TWO_CPU_SECONDS)])
     assert honest.status in (Status.VALID, Status.INFRA_ERROR), honest
     if honest.status is Status.INFRA_ERROR:
