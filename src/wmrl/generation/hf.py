@@ -176,19 +176,25 @@ class HFGenerationEngine(GenerationEngine, KnowsContext):
         draws what the repeated-cache loop draws."""
         size = len(lengths)
         decoder = SharedPrefixDecoder(self.model, cache, attention_mask, expand.tolist(), params.max_new_tokens)
-        stops = _Stops(self, size, params)
-        positions = torch.tensor(lengths, device=logits.device)
-        fed = torch.full((size,), self.pad_token_id, dtype=torch.long, device=logits.device)
+        device = logits.device
+        stops = _Stops(self, size, params, device)
+        positions = torch.tensor(lengths, device=device)
+        fed = torch.full((size,), self.pad_token_id, dtype=torch.long, device=device)
         active = list(range(size))
+        rows = None  # the unfinished rows as a tensor, once a row has finished
         for step in range(params.max_new_tokens):
-            rows = torch.tensor(active, device=logits.device)
-            picked = logits if len(active) == size else logits.index_select(0, rows)
+            picked = logits if rows is None else logits.index_select(0, rows)
             next_tokens, next_logprobs = self._sample(picked, params, generator)
             keep = stops.record(active, next_tokens, next_logprobs)
             if not keep or step == params.max_new_tokens - 1:
                 break
-            fed[rows] = next_tokens  # a finished row's input is its last token: computed, never read
-            active = [active[row] for row in keep]
+            if rows is None:
+                fed.copy_(next_tokens)
+            else:
+                fed[rows] = next_tokens  # a finished row's input is its last token: computed, never read
+            if len(keep) < len(active):
+                active = [active[row] for row in keep]
+                rows = torch.tensor(active, device=device)
             logits = decoder.step(fed, positions + step).float()
             self.tokens_run += size
         return stops.tokens, stops.logprobs, stops.reasons
@@ -205,7 +211,7 @@ class HFGenerationEngine(GenerationEngine, KnowsContext):
             attention_mask = attention_mask.index_select(0, expand)
             position_ids = position_ids.index_select(0, expand)
         cache = preallocate(cache, width + params.max_new_tokens)
-        stops = _Stops(self, size, params)
+        stops = _Stops(self, size, params, device)
         active = list(range(size))  # original row of each row still in the batch
         for step in range(params.max_new_tokens):
             next_tokens, next_logprobs = self._sample(logits, params, generator)
@@ -256,9 +262,9 @@ class HFGenerationEngine(GenerationEngine, KnowsContext):
 class _Stops:
     """Each row's tokens, log-probs and finish reason as they are sampled, and which rows go on."""
 
-    def __init__(self, engine: HFGenerationEngine, size: int, params: SamplingParams) -> None:
+    def __init__(self, engine: HFGenerationEngine, size: int, params: SamplingParams, device: torch.device) -> None:
         self.engine, self.params = engine, params
-        self.eos = torch.tensor(sorted(engine.eos_token_ids))
+        self.eos = torch.tensor(sorted(engine.eos_token_ids), device=device)
         self.opened = OPEN_FENCE + "\n" if params.code_block_open else ""
         self.tokens: list[list[int]] = [[] for _ in range(size)]
         self.logprobs: list[list[float]] = [[] for _ in range(size)]
@@ -267,7 +273,7 @@ class _Stops:
     def record(self, active: list[int], next_tokens: torch.Tensor, next_logprobs: torch.Tensor) -> list[int]:
         """Append each active row's sampled token (``active[i]`` is the original row of batch row ``i``);
         returns the batch rows that go on (EOS kept in the tokens; a closed code block stops a row when asked)."""
-        is_eos = torch.isin(next_tokens, self.eos.to(next_tokens.device)).tolist()
+        is_eos = torch.isin(next_tokens, self.eos).tolist()
         next_list, logprob_list = next_tokens.tolist(), next_logprobs.tolist()
         keep = []
         for row, original in enumerate(active):

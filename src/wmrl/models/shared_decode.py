@@ -90,10 +90,13 @@ class SharedPrefixDecoder:
         counts = [0] * distinct
         for prompt in row_prompt:
             counts[prompt] += 1
-        # rows ordered by prompt: the prompt part reads a contiguous block of rows per prompt
-        self.order = torch.tensor(sorted(range(self.rows), key=lambda r: row_prompt[r]), device=self.device)
-        self.inverse = torch.empty_like(self.order)
-        self.inverse[self.order] = torch.arange(self.rows, device=self.device)
+        # rows ordered by prompt: the prompt part reads a contiguous block of rows per prompt (the engine's rows come
+        # in that order already, its prompts sorted by length: then no row is moved at all)
+        order = sorted(range(self.rows), key=lambda r: row_prompt[r])
+        self.order = None if order == list(range(self.rows)) else torch.tensor(order, device=self.device)
+        if self.order is not None:
+            self.inverse = torch.empty_like(self.order)
+            self.inverse[self.order] = torch.arange(self.rows, device=self.device)
         self.counts = counts
         self.equal = len(set(counts)) == 1
         shape = (self.rows, self.kv_heads, capacity, self.head_dim)
@@ -136,8 +139,11 @@ class SharedPrefixDecoder:
         answer_sum = weights.sum(-1, keepdim=True)
         answer_out = weights @ self.answer_values[index][:, :, :length]  # [rows, kv, rep, dim]
         # the prompt part, per distinct prompt, its rows' queries together
-        prompt_max, prompt_sum, prompt_out = self._prompt_part(index, q.index_select(0, self.order))
-        prompt_max, prompt_sum, prompt_out = (t.index_select(0, self.inverse) for t in (prompt_max, prompt_sum, prompt_out))
+        if self.order is None:
+            prompt_max, prompt_sum, prompt_out = self._prompt_part(index, q)
+        else:
+            parts = self._prompt_part(index, q.index_select(0, self.order))
+            prompt_max, prompt_sum, prompt_out = (t.index_select(0, self.inverse) for t in parts)
         top = torch.maximum(answer_max, prompt_max)
         a, p = (answer_max - top).exp(), (prompt_max - top).exp()
         out = (answer_out * a + prompt_out * p) / (answer_sum * a + prompt_sum * p)
