@@ -31,6 +31,7 @@ from wmrl.types import (
     Source,
     StepRequest,
     declares,
+    undeclared,
 )
 
 #: what a world model may declare (``Checkpointable`` is structural: ``state_dict`` is every torch module's contract)
@@ -91,15 +92,12 @@ def check_world_model(world_model: Any, task_id: str = "smoke_iris") -> Report:
     """Problems of ``world_model`` against the world-model contract, and the optional capabilities it declares
     (:func:`wmrl.types.declares`; one it has the members of without declaring it is a problem: the kit would not
     use it)."""
-    mro = type(world_model).__mro__
-    report = Report(capabilities=[c.__name__ for c in WORLD_MODEL_CAPABILITIES if c in mro])
+    report = Report(capabilities=[c.__name__ for c in WORLD_MODEL_CAPABILITIES if c in type(world_model).__mro__])
     if isinstance(world_model, Checkpointable):
         report.capabilities.append(Checkpointable.__name__)
-    for capability in WORLD_MODEL_CAPABILITIES:
-        if capability not in mro and isinstance(world_model, capability):
-            report.problems.append(f"{type(world_model).__name__} has the members of {capability.__name__} but does "
-                                   f"not declare it, so the kit does not use them: add {capability.__name__} (from "
-                                   "wmrl.types) to its bases")
+    report.problems += [f"{type(world_model).__name__} has the members of {c.__name__} but does not declare it, so "
+                        f"the kit does not use them: add {c.__name__} (from wmrl.types) to its bases"
+                        for c in undeclared(world_model, WORLD_MODEL_CAPABILITIES)]
     if declares(world_model, GradesTrajectories) and not isinstance(world_model, Environment):
         return report  # a trajectory grader (the VLA progress model) answers no turns
     found = check_environment(world_model, task_id, Source.WORLD_MODEL)

@@ -699,7 +699,7 @@ def declares(plugin: Any, capability: type) -> bool:
     if capability in type(plugin).__mro__:
         return True
     key = (type(plugin), capability)
-    if isinstance(plugin, capability) and key not in _undeclared:
+    if key not in _undeclared and undeclared(plugin, (capability,)):
         import warnings
 
         _undeclared.add(key)
@@ -708,6 +708,12 @@ def declares(plugin: Any, capability: type) -> bool:
                       f"({', '.join(sorted(_members(capability)))}) but does not declare it, so the kit does not use "
                       f"them: add {capability.__name__} (from wmrl.types) to the class's bases", stacklevel=2)
     return False
+
+
+def undeclared(plugin: Any, capabilities: Sequence[type] = CAPABILITIES) -> list[type]:
+    """The ``capabilities`` whose members ``plugin`` has without declaring them (what :func:`declares` warns of)."""
+    mro = type(plugin).__mro__
+    return [c for c in capabilities if c not in mro and isinstance(plugin, c)]
 
 
 def _members(protocol: type) -> set[str]:
@@ -725,5 +731,5 @@ __all__ = [
     # policies, generation, data
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
     # what refuses a plug-in that lacks a member; which optional capabilities a plug-in declares
-    "missing_members", "CAPABILITIES", "declares",
+    "missing_members", "CAPABILITIES", "declares", "undeclared",
 ]
