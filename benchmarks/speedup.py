@@ -144,6 +144,9 @@ class Preset:
     results_name: str = "RESULTS.md"  # under --results; the figures go to --results/results/<figure_prefix>*.png
     figure_prefix: str = "speedup_"
     note: str = ""
+    #: held-out evaluation every this many steps (the data module's ``steps_per_epoch``), not only after the last:
+    #: the arms compared along the run, at equal executions, where they have not yet converged (None: at the end)
+    eval_every: int | None = None
     #: the checks of the results: ``learning`` (issue 17: gains over the start) or ``regime`` (issue 20: the paper's
     #: regime, execution share, ratio and its fraction of the limit), or ``quality`` (issue 32: learning, and per held-out
     #: task the best-of-k against the start, and the equal-budget comparison)
@@ -263,7 +266,9 @@ PRESETS["cpu-quality"] = replace(
 # view serves) and every tabular held-out task, none chosen by results, and the task-aware world model pretrained on
 # the world_model split only (benchmarks/artefacts/task_aware_world_model.pt: the task card and the code, exact
 # recall of what an anchor ran). The arms of its table: real_grpo, real_grpo_equal_budget, pure_world_model,
-# wmrl_paper and wmrl, over --seeds 0 1 2.
+# wmrl_paper and wmrl, over --seeds 0 1 2. Held-out evaluation after steps 2, 4 and 6 (eval_every): measured at the
+# end only, every arm converged on the same script per held-out task within six steps and the arms tied exactly
+# (seeds 0 and 1, benchmarks/README.md); the comparison is made along the run, at equal executions.
 TASK_AWARE = "benchmarks/artefacts/task_aware_world_model.pt"  # built by benchmarks/pretrain_world_model.py --task-aware
 TASK_AWARE_WORLD_MODEL = {
     "class_path": "wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel",
@@ -286,6 +291,7 @@ PRESETS["suite-quality"] = replace(
     eval_tasks=suite_tasks("heldout"),
     world_model=TASK_AWARE_WORLD_MODEL,
     eval_samples=4,
+    eval_every=2,
     title="Quality on the suite at the paper's scale: the task-aware world model against real GRPO at its executions",
     results_name="RESULTS-suite-quality.md",
     figure_prefix="suite-quality_",
@@ -326,7 +332,7 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
     }
     groups = equal_budget_groups(preset) if arm == EQUAL_BUDGET else preset.groups_per_step
     data = {"group_size": preset.group_size, "groups_per_step": groups,
-            "steps_per_epoch": preset.steps, "eval_samples": preset.eval_samples}
+            "steps_per_epoch": preset.eval_every or preset.steps, "eval_samples": preset.eval_samples}
     if preset.tasks is not None:
         data["tasks"] = list(preset.tasks)
     if preset.eval_tasks is not None:
@@ -401,6 +407,9 @@ class ArmResult:
     start_positions: dict[str, list[float]] | None
     valid_rate: float
     meta: dict
+    #: every held-out evaluation after the start, the last included: samples keyed ``task@step<k>`` (a pair is (task,
+    #: evaluation step, sample): the held-out score along the run, at the executions each arm had made by then)
+    along: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def train_s(self) -> float:
@@ -439,6 +448,7 @@ def read_arm(run_dir: Path, arm: str) -> ArmResult:
 
     tasks = final[-1]["tasks"]
     meta_path = run_dir / "speedup_arm.json"
+    along = {f"{t}@step{e['step']}": v for e in final for t, v in samples(e).items()}
     return ArmResult(
         arm=arm,
         steps=steps,
@@ -446,6 +456,7 @@ def read_arm(run_dir: Path, arm: str) -> ArmResult:
         start_positions=samples(start[0]) if start else None,
         valid_rate=float(np.mean([t["valid_rate"] for t in tasks if t["valid_rate"] is not None] or [np.nan])),
         meta=json.loads(meta_path.read_text()) if meta_path.is_file() else {},
+        along=along,
     )
 
 
@@ -469,21 +480,30 @@ def pooled(per_seed: dict[int, dict[str, ArmResult]]) -> dict[str, ArmResult]:
             valid_rate=float(np.mean([r.valid_rate for r in runs.values()])),
             meta={"process_wall_s": sum(r.meta.get("process_wall_s") or 0.0 for r in runs.values()),
                   "seeds": {str(k): r.meta for k, r in runs.items()}},
+            along={f"{t}@seed{k}": v for k, r in runs.items() for t, v in r.along.items()},
         )
     return out
 
 
-def seed_difference(per_seed: dict[int, dict[str, ArmResult]], arm: str, other: str) -> dict | None:
+def seed_difference(per_seed: dict[int, dict[str, ArmResult]], arm: str, other: str,
+                    measure: str = "final") -> dict | None:
     """``arm`` minus ``other`` (held-out mean position, paired on (seed, task, sample)): pooled over seeds with its
     bootstrap interval, each seed's own (``per_seed``), and the Student-t interval of the seeds' points
-    (``over_seeds``: whether another seed could flip the sign)."""
+    (``over_seeds``: whether another seed could flip the sign). ``measure``: ``final``, the evaluation after the
+    last step, or ``along``, every evaluation after the start (pairs (seed, task, evaluation step, sample): the
+    held-out score along the run at equal executions, the area under the held-out-vs-executions curve)."""
     seeds = [k for k in sorted(per_seed) if arm in per_seed[k] and other in per_seed[k]]
     if not seeds or arm == other:
         return None
     runs = {k: per_seed[k] for k in seeds}
     both = pooled(runs) if len(runs) > 1 else runs[seeds[0]]
-    out = interval(paired_gain(both[other].positions, both[arm].positions))
-    per = {str(k): interval(paired_gain(runs[k][other].positions, runs[k][arm].positions)) for k in seeds}
+
+    def samples(r: ArmResult) -> dict[str, list[float]]:
+        return r.along if measure == "along" else r.positions
+
+    out = interval(paired_gain(samples(both[other]), samples(both[arm])))
+    per = {str(k): interval(paired_gain(samples(runs[k][other]), samples(runs[k][arm]))) for k in seeds}
+    out["measure"] = measure
     out["per_seed"] = per
     out["seeds_at_or_above_0"] = sum(v["point"] >= 0 for v in per.values())
     if len(per) >= 2:
@@ -602,6 +622,7 @@ def summarise(results: dict[str, ArmResult]) -> dict[str, dict]:
                                            if EQUAL_BUDGET in results and a != EQUAL_BUDGET else None),
             "difference_to_real_grpo": (interval(bootstrap_difference(r.positions, real.positions))
                                         if real is not None and a != "real_grpo" else None),
+            "along_the_run": along_the_run(r),
             "train_wall_s": r.train_s,
             "process_wall_s": r.meta.get("process_wall_s"),
             "real_executions": r.executions,
@@ -621,6 +642,21 @@ def summarise(results: dict[str, ArmResult]) -> dict[str, dict]:
             },
         }
     return out
+
+
+def along_the_run(r: ArmResult) -> dict[str, dict] | None:
+    """Per held-out evaluation step after the start (``r.along``, pooled over seeds where it is): the mean position
+    with its 95% bootstrap interval and the real executions made by then (a seed's mean); ``None`` for a run that
+    evaluated only at its end."""
+    steps = sorted({int(key.split("@step")[1].split("@")[0]) for key in r.along})
+    if len(steps) < 2:
+        return None
+    seeds = max(len(r.meta.get("seeds") or {}), 1)
+    per_step = r.executions / seeds / max(len(r.steps) / seeds, 1)
+    return {str(k): {"executions": per_step * k,
+                     "held_out": interval(bootstrap_mean({key: v for key, v in r.along.items()
+                                                          if int(key.split("@step")[1].split("@")[0]) == k}))}
+            for k in steps}
 
 
 def per_task(start: dict[str, list[float]], after: dict[str, list[float]]) -> dict[str, dict]:
@@ -722,15 +758,17 @@ def quality_checks(summary: dict[str, dict]) -> list[tuple[str, str, bool]]:
     for a in ("real_grpo", "wmrl"):
         diff = (summary.get(a) or {}).get("difference_to_equal_budget")
         if diff is not None:
-            checks.append((f"{LABELS[a]} minus {LABELS[EQUAL_BUDGET]} (held-out mean position, paired): interval "
-                           "above 0", interval_text(diff), diff["low"] > 0))
+            where = " along the run" if diff.get("measure") == "along" else ""
+            checks.append((f"{LABELS[a]} minus {LABELS[EQUAL_BUDGET]} (held-out mean position{where}, paired): "
+                           "interval above 0", interval_text(diff), diff["low"] > 0))
     for key, other in (("difference_to_equal_budget", EQUAL_BUDGET), ("difference_to_pure_world_model",
                                                                       "pure_world_model")):
         diff = (summary.get("wmrl") or {}).get(key)
         per = (diff or {}).get("per_seed") or {}
         if len(per) >= 2:
             least = len(per) // 2 + 1  # a majority: 2 of 3 seeds
-            checks.append((f"{LABELS['wmrl']} minus {LABELS[other]}: pooled point and low above 0, >= 0 in "
+            where = " (along the run)" if diff.get("measure") == "along" else ""
+            checks.append((f"{LABELS['wmrl']} minus {LABELS[other]}{where}: pooled point and low above 0, >= 0 in "
                            f"{least} of {len(per)} seeds",
                            f"{interval_text(diff)}; per seed " + ", ".join(f"{v['point']:+.3f}" for v in per.values()),
                            diff["point"] > 0 and diff["low"] > 0 and diff["seeds_at_or_above_0"] >= least))
@@ -748,6 +786,16 @@ def quality_markdown(summary: dict[str, dict]) -> list[str]:
             room = " (no room)" if t.get("at_ceiling") else ""
             lines.append(f"| {row['label']} | {task} | {t['best_of_k_start']:.2f} -> {t['best_of_k']:.2f}{room} | "
                          f"{interval_text(t['best_of_k_gain'])} | {interval_text(t['mean_gain'])} |")
+    along = {row["label"]: row["along_the_run"] for row in summary.values() if row.get("along_the_run")}
+    if along:
+        steps = sorted({int(k) for a in along.values() for k in a})
+        lines += ["", "## Held-out along the run (mean position [95% CI]; real executions by then, a seed's mean)", "",
+                  "| arm | " + " | ".join(f"after step {k}" for k in steps) + " |", "|---|" + "---|" * len(steps)]
+        for label, a in along.items():
+            lines.append(f"| {label} | " + " | ".join(
+                (f"{a[str(k)]['held_out']['point']:.3f} [{a[str(k)]['held_out']['low']:.3f}, "
+                 f"{a[str(k)]['held_out']['high']:.3f}] ({a[str(k)]['executions']:.0f})") if str(k) in a else "-"
+                for k in steps) + " |")
     lines += ["", "## Quality checks (as measured; settings chosen on the train split)", "",
               "| check | measured | holds |", "|---|---|---|"]
     lines += [f"| {c} | {m} | {'yes' if ok else 'no'} |" for c, m, ok in quality_checks(summary)]
@@ -801,6 +849,10 @@ def learning_figures(summary: dict[str, dict], start: dict | None, target: Path,
             x = row[key] / 60 if axis == "time" else row[key]
             h = row["held_out"]
             xs, ys = ([0, x], [begin[0], h["point"]]) if begin else ([x], [h["point"]])
+            if axis == "executions" and row.get("along_the_run"):  # every evaluation along the run
+                points = row["along_the_run"].values()
+                xs = ([0] if begin else []) + [p["executions"] for p in points]
+                ys = ([begin[0]] if begin else []) + [p["held_out"]["point"] for p in points]
             # arms that end on the same score would hide each other: each gets its own marker and dash
             line, = ax.plot(xs, ys, marker="osv^Dx"[k % 6], ls=("-", "--", ":", "-.")[k % 4], ms=7 - k % 3,
                             label=LABELS[a])
@@ -1039,7 +1091,11 @@ def main(argv: list[str] | None = None) -> None:
         for key, other in (("difference_to_equal_budget", EQUAL_BUDGET), ("difference_to_pure_world_model",
                                                                           "pure_world_model")):
             if arm != other and other in results:
-                row[key] = seed_difference(per_seed, arm, other)
+                # a preset that evaluates along the run compares there (the arms of the suite converge on one
+                # script per task within six steps: at the end they tie); the last evaluation's figure beside it
+                row[key] = seed_difference(per_seed, arm, other, "along" if preset.eval_every else "final")
+                if preset.eval_every:
+                    row[f"{key}_final"] = seed_difference(per_seed, arm, other)
     world_model = None
     if preset.world_model is not None and preset.world_model["init_args"].get("pretrained"):
         manifest = Path(f"{preset.world_model['init_args']['pretrained']}.json")

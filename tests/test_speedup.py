@@ -108,8 +108,10 @@ def test_a_missing_overlay_is_named(tmp_path):
 
 
 def fake_run(root: Path, arm: str, step_s: float, parts: dict[str, float], executions: int,
-             positions: dict[str, list[float]], steps: int = 2) -> Path:
-    """A run dir as a finished arm leaves it: CSV metrics, heldout.jsonl and the arm's record."""
+             positions: dict[str, list[float]], steps: int = 2,
+             along: dict[int, dict[str, list[float]]] | None = None) -> Path:
+    """A run dir as a finished arm leaves it: CSV metrics, heldout.jsonl and the arm's record; ``along``: the
+    held-out samples of evaluations before the last step, by step."""
     run = root / "runs" / arm
     (run / "csv" / "version_0").mkdir(parents=True)
     rows = [{"step": s, "time/step": step_s, **parts, "anchor/executions": executions, "reward/mean": 0.1 * s,
@@ -118,6 +120,8 @@ def fake_run(root: Path, arm: str, step_s: float, parts: dict[str, float], execu
     pd.DataFrame(rows).to_csv(run / "csv" / "version_0" / "metrics.csv", index=False)
     evals = [{"split": "heldout", "step": 0, "tasks": [{"task_id": t, "valid_rate": 0.5, "positions": [0.3] * len(p)}
                                                       for t, p in positions.items()]},
+             *({"split": "heldout", "step": k, "tasks": [{"task_id": t, "valid_rate": 0.5, "positions": p}
+                                                         for t, p in at.items()]} for k, at in (along or {}).items()),
              {"split": "heldout", "step": steps, "tasks": [{"task_id": t, "valid_rate": 0.5, "positions": p}
                                                           for t, p in positions.items()]}]
     (run / "heldout.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
@@ -455,6 +459,8 @@ def test_the_suite_quality_arms_train_on_every_tabular_task_with_the_task_aware_
     assert cli.datamodule.train_tasks == [t.id for t in TASKS if t.split == "train" and t.type in tabular]
     assert len(cli.datamodule.train_tasks) >= 40 and len(cli.datamodule.eval_task_ids) >= 10
     assert cli.model.environments["real"].starter_view == "score"
+    assert cli.datamodule.steps_per_epoch == preset.eval_every == 2  # held-out after steps 2, 4 and 6
+    assert cli.trainer.max_steps == 6 and cli.trainer.check_val_every_n_epoch == 1
     for c in cli.trainer.callbacks:
         if isinstance(c, WorldModelReward):
             assert isinstance(c.world_model, TaskAwareWorldModel) and Path(c.world_model.pretrained).is_file()
@@ -485,3 +491,46 @@ def test_the_suite_quality_page_names_the_task_aware_world_models_pretraining_co
     text = page.read_text()
     assert f"{manifest['executions']} real executions" in text and "world_model split" in text
     assert f"task cards {manifest['card_seconds']:.0f} s" in text
+
+
+def test_a_preset_that_evaluates_along_the_run_compares_the_arms_there(tmp_path):
+    """``eval_every``: arms that end on the same scripts tie at the end; the comparison pairs every evaluation after
+    the start ((seed, task, evaluation step, sample)), the last evaluation's figure beside it, and the page shows the
+    held-out score against the executions made by then."""
+    start = {"a": [0.3] * 4, "b": [0.3] * 4}
+    end = {t: [0.6 + 0.01 * i for i in range(4)] for t in start}
+    out = tmp_path / "suite-quality"
+    ahead = {0: 0.2, 1: 0.1, 2: -0.05}  # full WMRL ahead after step 2 in two seeds of three, level after step 4
+    for seed, delta in ahead.items():
+        root = out / f"seed{seed}"
+        early = {t: [0.4 + delta + 0.01 * i for i in range(4)] for t in start}
+        equal = {t: [0.4 + 0.01 * i for i in range(4)] for t in start}
+        fake_run(root, "wmrl", 200, {"time/generate": 60, "time/update": 40, "time/env": 50}, 4, end, steps=6,
+                 along={2: early, 4: end})
+        fake_run(root, speedup.EQUAL_BUDGET, 100, {"time/generate": 20, "time/update": 15, "time/env": 50}, 4,
+                 end, steps=6, along={2: equal, 4: end})
+        if seed:
+            for arm in ("wmrl", speedup.EQUAL_BUDGET):
+                path = root / "runs" / arm / "heldout.jsonl"
+                path.write_text("\n".join(path.read_text().splitlines()[1:]) + "\n")
+    results = tmp_path / "results"
+    speedup.main(["--preset", "suite-quality", "--arms", "wmrl", speedup.EQUAL_BUDGET, "--seeds", "0", "1", "2",
+                  "--out", str(tmp_path), "--results", str(results), "--reuse"])
+    record = json.loads((results / "results" / "suite-quality.json").read_text())
+    wmrl = record["arms"]["wmrl"]
+    diff, final = wmrl["difference_to_equal_budget"], wmrl["difference_to_equal_budget_final"]
+    assert diff["measure"] == "along" and final["measure"] == "final"
+    assert final["point"] == 0.0 and final["low"] == final["high"] == 0.0  # converged: a tie at the end
+    assert diff["point"] == pytest.approx(np.mean(list(ahead.values())) / 3)  # one evaluation of three differs
+    assert {k: round(v["point"], 6) for k, v in diff["per_seed"].items()} == {"0": round(0.2 / 3, 6),
+                                                                             "1": round(0.1 / 3, 6),
+                                                                             "2": round(-0.05 / 3, 6)}
+    assert diff["seeds_at_or_above_0"] == 2
+    along = wmrl["along_the_run"]
+    assert list(along) == ["2", "4", "6"] and [p["executions"] for p in along.values()] == [8, 16, 24]
+    assert along["2"]["held_out"]["point"] == pytest.approx(0.415 + np.mean(list(ahead.values())))
+    text = (results / "RESULTS-suite-quality.md").read_text()
+    assert "## Held-out along the run" in text and "| after step 2 | after step 4 | after step 6 |" in text
+    checks = {c["check"]: c["holds"] for c in record["checks"]}
+    assert ("Full WMRL minus Real GRPO at WMRL's executions (along the run): pooled point and low above 0, >= 0 in "
+            "2 of 3 seeds") in checks
