@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
+from wmrl.autoresearch.agent import AgentLoop, AgentSettings
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.generation.hf import HFGenerationEngine
 from wmrl.models import load_policy
-from wmrl.rollout.agent import AgentLoop, AgentSettings
 from wmrl.types import Status
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.algorithms.stats import bootstrap_difference, bootstrap_mean, interval, interval_text, paired_gain
-from wmrl.report import cpu_probe, machine
+from wmrl.benchmarking import cpu_probe, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"),

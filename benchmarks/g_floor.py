@@ -62,7 +62,7 @@ def measure(preset: speedup.Preset, name: str, model: dict, out: Path) -> dict:
     gflops.append(speedup.matmul_gflops())
     import pandas as pd
 
-    from wmrl.report import find_metrics
+    from wmrl.run_report import find_metrics
 
     frame = pd.read_csv(find_metrics(run_dir))
     steps = frame.dropna(subset=["time/step"]).groupby("step").last().sort_index()

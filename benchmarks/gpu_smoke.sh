@@ -81,9 +81,9 @@ log "throughput: policy generation, world-model scoring and world-model generati
 timeout 300 "$PY" - <<'EOF'
 import time
 from wmrl.autoresearch.environments.real import SandboxEnvironment
-from wmrl.autoresearch.environments.lm_world_model import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
+from wmrl.autoresearch.world_models.lm import GENERATE_INSTRUCTIONS, OUTCOME_CLASSES, SCORE_INSTRUCTIONS, LMWorldModel
 from wmrl.models import LoraSettings, load_policy, resolve_model
-from wmrl.rollout.agent import AgentLoop, AgentSettings
+from wmrl.autoresearch.agent import AgentLoop, AgentSettings
 from wmrl.types import StepRequest
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import VLLMGenerationEngine, VLLMSettings

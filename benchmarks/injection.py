@@ -42,11 +42,12 @@ from unittest import mock
 
 import numpy as np
 
-from wmrl.autoresearch.environments import learned, lm_world_model
 from wmrl.autoresearch.environments.injections import CLAIM, injected_copies
 from wmrl.autoresearch.tasks.suite import TaskSuite
+from wmrl.autoresearch.world_models import learned
+from wmrl.autoresearch.world_models import lm as lm_world_model
+from wmrl.benchmarking import machine
 from wmrl.models.resolve import DEFAULT_MODEL
-from wmrl.report import machine
 from wmrl.types import StepRequest
 
 ROOT = Path(__file__).resolve().parents[1]

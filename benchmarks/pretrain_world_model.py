@@ -2,7 +2,7 @@
 
 The paper's world model is a pretrained LLM that knows code before RL starts; the 135M CPU policy's base has no
 such knowledge (Spearman -0.15 against real rewards, ``benchmarks/world_model_fidelity.py``). Its CPU
-counterpart is :class:`~wmrl.autoresearch.environments.learned.LearnedWorldModel` fit, before training, on real executions of
+counterpart is :class:`~wmrl.autoresearch.world_models.learned.LearnedWorldModel` fit, before training, on real executions of
 scripts the *starting* policy wrote for the training tasks. This script builds it:
 
 1. (``--sample``) samples ``--samples`` one-turn rollouts per training task from the base policy and executes
@@ -19,7 +19,7 @@ scripts the *starting* policy wrote for the training tasks. This script builds i
         --sampling-wall-s 461 --sampling-cpu-s 659                       # fit on a log sampled earlier
 
 ``--task-aware --log LOG`` builds the task-aware world model instead
-(:class:`~wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel`) from executions of the ``world_model``
+(:class:`~wmrl.autoresearch.world_models.task_aware.TaskAwareWorldModel`) from executions of the ``world_model``
 split only (records of any other split are refused), to ``benchmarks/artefacts/task_aware_world_model.pt``:
 
     python benchmarks/model_choice.py --split world_model --executions runs/menu/world_model.jsonl
@@ -83,7 +83,7 @@ def out_of_fold_spearman(model, records, folds: int = 5, seed: int = 0) -> float
     """Spearman of out-of-fold predicted rewards against real rewards, folds drawn by distinct script."""
     from scipy.stats import spearmanr
 
-    from wmrl.autoresearch.environments.learned import outcome_label
+    from wmrl.autoresearch.world_models.learned import outcome_label
     from wmrl.types import StepRequest
 
     records = [r for r in records if outcome_label(r[2]) is not None]
@@ -121,8 +121,8 @@ def build(logs: list[Path], out: Path, sampling: dict, min_examples: int = 16, s
     Each script is embedded by what it changes against the starter its prompt showed (``starter_view``: the
     ``score`` view's starter is the choice starter, whose first lines already differ from the linear baseline's),
     as :class:`~wmrl.callbacks.WorldModelReward` has the world model compare during training."""
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel, outcome_label, read_executions
     from wmrl.autoresearch.tasks.suite import TaskSuite
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel, outcome_label, read_executions
 
     suite = suite or TaskSuite()
     records = [r for path in logs for r in read_executions(path)]
@@ -167,9 +167,9 @@ def build_task_aware(logs: list[Path], out: Path, sampling: dict, suite=None) ->
     """Fit a :class:`TaskAwareWorldModel` on ``logs`` (executions of the ``world_model`` split only: the score
     view's menu, ``benchmarks/model_choice.py --split world_model --executions LOG``), save it to ``out`` and its
     manifest, with what it cost (executions, their seconds, the task cards' seconds, the fit), to ``<out>.json``."""
-    from wmrl.autoresearch.environments.learned import read_executions
-    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
     from wmrl.autoresearch.tasks.suite import TaskSuite
+    from wmrl.autoresearch.world_models.learned import read_executions
+    from wmrl.autoresearch.world_models.task_aware import TaskAwareWorldModel
 
     suite = suite or TaskSuite()
     records = [r for path in logs for r in read_executions(path)]

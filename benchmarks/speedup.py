@@ -76,7 +76,7 @@ from wmrl.algorithms.stats import (  # noqa: F401 (tests use speedup.*)
     paired_gain,
     seed_interval,
 )
-from wmrl.report import best_matmul_seconds, cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
+from wmrl.benchmarking import best_matmul_seconds, cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl", "real_grpo_equal_budget",
@@ -99,7 +99,7 @@ RUN_ORDER = ("wmrl", "real_grpo", EQUAL_BUDGET, "uncorrected", "debias_only", "d
 PARTS = {"time/generate": "generate", "time/update": "update", "time/env": "execute", "time/world_model": "world model"}
 
 LEARNED_WORLD_MODEL = {
-    "class_path": "wmrl.autoresearch.environments.learned.LearnedWorldModel",
+    "class_path": "wmrl.autoresearch.world_models.learned.LearnedWorldModel",
     "init_args": {"encoder": "all-minilm-l6-v2", "warm_start": [], "execution_log": False, "min_examples": 4,
                   "refit_every": 4},
 }
@@ -107,7 +107,7 @@ PRETRAINED = "benchmarks/artefacts/learned_world_model_train.pt"  # built by ben
 #: the learned world model *pretrained* on real executions of base-policy scripts on the train split (the CPU
 #: counterpart of the paper's pretrained LLM world model), still learning from every anchor during the run
 PRETRAINED_WORLD_MODEL = {
-    "class_path": "wmrl.autoresearch.environments.learned.LearnedWorldModel",
+    "class_path": "wmrl.autoresearch.world_models.learned.LearnedWorldModel",
     "init_args": {"encoder": "all-minilm-l6-v2", "pretrained": str(ROOT / PRETRAINED), "warm_start": [],
                   "execution_log": False, "min_examples": 4, "refit_every": 3},
 }
@@ -271,7 +271,7 @@ PRESETS["cpu-quality"] = replace(
 # (seeds 0 and 1, benchmarks/README.md); the comparison is made along the run, at equal executions.
 TASK_AWARE = "benchmarks/artefacts/task_aware_world_model.pt"  # built by benchmarks/pretrain_world_model.py --task-aware
 TASK_AWARE_WORLD_MODEL = {
-    "class_path": "wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel",
+    "class_path": "wmrl.autoresearch.world_models.task_aware.TaskAwareWorldModel",
     "init_args": {"pretrained": str(ROOT / TASK_AWARE), "warm_start": [], "min_examples": 16, "refit_every": 4,
                   "recall": True},
 }
@@ -431,7 +431,7 @@ class ArmResult:
 
 def read_arm(run_dir: Path, arm: str) -> ArmResult:
     """An arm's per-step metrics (CSV logger) and held-out samples (``heldout.jsonl``)."""
-    from wmrl.report import find_metrics
+    from wmrl.run_report import find_metrics
 
     frame = pd.read_csv(find_metrics(run_dir))
     steps = frame.dropna(subset=["time/step"]).groupby("step").last().sort_index()
@@ -1133,7 +1133,7 @@ def main(argv: list[str] | None = None) -> None:
     target = args.results / preset.results_name
     text += kept_by_hand(target.read_text() if target.is_file() else "")
     target.write_text(text)
-    from wmrl.report import write_report
+    from wmrl.run_report import write_report
 
     for arm in ("wmrl", "real_grpo"):
         if arm in per_seed[args.seeds[0]]:

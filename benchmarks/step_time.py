@@ -28,16 +28,16 @@ from pathlib import Path
 
 import torch
 
-from wmrl.autoresearch.data import tasks_for_step
+from wmrl.autoresearch.agent import SYSTEM_PROMPT, extract_code, response_prefill
+from wmrl.autoresearch.datamodule import tasks_for_step
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.tasks.suite import TaskSuite
-from wmrl.rollout.agent import SYSTEM_PROMPT, extract_code, response_prefill
 
 
 def wmrl_steps(args, tasks_per_step: list[list[str]]) -> list[dict]:
     import lightning.pytorch as pl
 
-    from wmrl.autoresearch.grpo import GRPOModule
+    from wmrl.autoresearch.module import GRPOModule
 
     class Timer(pl.Callback):
         def __init__(self) -> None:

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.arm:
         print(json.dumps(decode(args.arm, args.rounds, args.tokens, args.rows)))
         return
-    from wmrl.report import machine
+    from wmrl.benchmarking import machine
 
     neighbour_env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     neighbours = [subprocess.Popen([sys.executable, "-c", NEIGHBOUR, "36000"], env=neighbour_env)

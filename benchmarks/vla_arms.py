@@ -69,8 +69,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from wmrl.algorithms.stats import bootstrap_mean, interval, interval_text, paired_gain, seed_interval  # noqa: E402
+from wmrl.benchmarking import cpu_probe, kept_by_hand, machine  # noqa: E402
 from wmrl.modules.base import EVAL_FILE  # noqa: E402
-from wmrl.report import cpu_probe, find_metrics, kept_by_hand, machine  # noqa: E402
+from wmrl.run_report import find_metrics  # noqa: E402
 
 ARMS = ("sft", "sparse_grpo", "raw_world_model", "debias_only", "denoise_only", "wmrl", "uncorrected", "sparse_budget",
         "shaped_oracle", "wmrl_paper")

@@ -37,11 +37,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from pretrain_world_model import check_train_split, cpu_seconds, train_tasks  # noqa: E402
 
+from wmrl.autoresearch.agent import AgentLoop, AgentSettings  # noqa: E402
 from wmrl.autoresearch.environments.real import SandboxEnvironment  # noqa: E402
 from wmrl.autoresearch.tasks.model_choice import candidate_lines  # noqa: E402
 from wmrl.autoresearch.tasks.suite import TaskSuite  # noqa: E402
 from wmrl.models import LoraSettings, load_policy  # noqa: E402
-from wmrl.rollout.agent import AgentLoop, AgentSettings  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ folds), as online, where an anchor is side-graded before the model learns from i
 so only the split matters).
 
 ``--unseen PRETRAIN_LOG`` measures instead what a world model knows about tasks it never saw: the task-aware
-model (:class:`~wmrl.autoresearch.environments.task_aware.TaskAwareWorldModel`), the same without its landmarks
+model (:class:`~wmrl.autoresearch.world_models.task_aware.TaskAwareWorldModel`), the same without its landmarks
 (the card's statistics and the code only) and today's embedding model are all fitted on the pretraining log (executions of the ``world_model`` split only: ``benchmarks/model_choice.py
 --split world_model --executions ...``), then rank the executions of each ``VIEW=LOG`` given (tasks of the train
 and held-out splits, refused if any is in the pretraining split), beside a task-blind baseline (each estimator
@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl.algorithms.debias import fit_calibration
-from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
+from wmrl.autoresearch.world_models.lm import LMWorldModel
 from wmrl.callbacks.world_model_reward import fidelity
 from wmrl.types import StepRequest
 
@@ -125,7 +125,7 @@ def learned_predictions(rows: list[dict], fit: np.ndarray, test: np.ndarray,
                         args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
     """The learned world model's predictions: on the test share from a head trained on the whole fit share,
     and on the fit share out-of-fold (5 folds by distinct script), which is what it calibrates on."""
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
     from wmrl.types import Outcome
 
     def trained(indices) -> LearnedWorldModel:
@@ -211,8 +211,8 @@ def family_baseline(pretrain, suite, starter):
     """Task-blind: each estimator family's mean real reward on the pretraining tasks (the overall mean for a
     script that names none)."""
     from wmrl.autoresearch.environments.executed_form import executed_form
-    from wmrl.autoresearch.environments.learned import changed_part
-    from wmrl.autoresearch.environments.task_aware import FAMILIES, estimator_classes
+    from wmrl.autoresearch.world_models.learned import changed_part
+    from wmrl.autoresearch.world_models.task_aware import FAMILIES, estimator_classes
 
     def family(task_id: str, script: str) -> str:
         changed = changed_part(executed_form(script), executed_form(starter(task_id)))
@@ -250,9 +250,9 @@ def unseen_main(args) -> dict:
     """``--unseen``: world models fitted on the pretraining split, measured on tasks they never saw."""
     import sys
 
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel, read_executions
-    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
     from wmrl.autoresearch.tasks.suite import TaskSuite
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel, read_executions
+    from wmrl.autoresearch.world_models.task_aware import TaskAwareWorldModel
 
     sys.path.insert(0, str(Path(__file__).parent))
     from pretrain_world_model import score_view_starter

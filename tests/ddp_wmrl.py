@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer  # noqa: E402
 
-from wmrl.autoresearch.grpo import GRPOModule  # noqa: E402
+from wmrl.autoresearch.module import GRPOModule  # noqa: E402
 from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward  # noqa: E402
 from wmrl.models import tiny_llama  # noqa: E402
 

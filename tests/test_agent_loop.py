@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from fakes import byte_tokenizer
 
+from wmrl.autoresearch.agent import AgentLoop, AgentSettings, extract_code
 from wmrl.generation.engine import Generation, GenerationEngine, SamplingParams
-from wmrl.rollout.agent import AgentLoop, AgentSettings, extract_code
 from wmrl.types import Outcome, Source, Status
 
 
@@ -104,7 +104,7 @@ def test_starter_head_prefill_opens_each_turn_without_loss():
 
 
 def test_prefill_without_a_starter_opens_the_block():
-    from wmrl.rollout.agent import response_prefill, starter_head
+    from wmrl.autoresearch.agent import response_prefill, starter_head
 
     assert response_prefill("starter_head", None) == "```python\n"
     assert response_prefill("none", "x = 1") == ""
@@ -176,9 +176,9 @@ def test_a_first_turn_longer_than_the_policys_context_is_refused_naming_the_task
     cut short or run past what the model was trained on."""
     import pytest
 
+    from wmrl.autoresearch.agent import PromptTooLong
     from wmrl.generation.hf import HFGenerationEngine
     from wmrl.models import tiny_llama
-    from wmrl.rollout.agent import PromptTooLong
 
     model, tokenizer = tiny_llama(byte_tokenizer(), seed=0, context=4096)
     engine = HFGenerationEngine(model, tokenizer)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment
 
-from wmrl.autoresearch.grpo import GRPOModule
+from wmrl.autoresearch.module import GRPOModule
 from wmrl.callbacks import RLCallback
 from wmrl.generation.vllm import VLLMGenerationEngine, release_engines
 from wmrl.models import LoraSettings, load_policy

@@ -122,7 +122,7 @@ def test_non_finite_rewards_of_a_batch_are_logged_as_dropped():
     batch = anchor_batch([0.1, 0.7, 0.3, 0.2], [0.3, 0.8, 0.4, 0.5], [0, 0, 1, 1])
     batch.rewards[1] = math.inf
     module = LoggingModule()
-    debias.on_rewards(None, module, batch)
+    debias.on_calibrate(None, module, batch)
     assert len(debias.pairs) == 3
     assert module.logged["debias/dropped_nonfinite"] == 1.0
 

@@ -206,8 +206,8 @@ def test_import_wmrl_callbacks_needs_no_model_stack():
 def test_the_heavy_tier_starter_runs_in_the_sandbox_and_replaces_the_prompts_starter(suite, process_sandbox):
     """``starter_solution: heavy_boosting`` (the heavy execution tier of benchmarks/speedup.py): the prompt shows
     it, the prefill begins it, and it is a working solution (run here on a small task, where it is quick)."""
+    from wmrl.autoresearch.agent import starter_head
     from wmrl.autoresearch.environments.real import SandboxEnvironment
-    from wmrl.rollout.agent import starter_head
 
     env = SandboxEnvironment(suite, process_sandbox, use_log=False, starter_solution="heavy_boosting")
     script = env.starter("smoke_iris")
@@ -227,8 +227,8 @@ def test_the_stacking_starter_pays_its_boosting_before_the_model_line_and_runs(s
     """``starter_solution: heavy_stacking`` (the paper's regime of benchmarks/speedup.py): out-of-fold predictions of
     a 1000-round boosting run, averaged over two shuffles of 5 folds, become features of the linear baseline; the
     stacking sits in the prefilled head, so every executed script pays it whatever model the policy writes."""
+    from wmrl.autoresearch.agent import starter_head
     from wmrl.autoresearch.environments.real import SandboxEnvironment
-    from wmrl.rollout.agent import starter_head
 
     env = SandboxEnvironment(suite, process_sandbox, use_log=False, starter_solution="heavy_stacking")
     for task, booster, model in (("smoke_iris", "HistGradientBoostingClassifier(max_iter=1000", "LogisticRegression("),

@@ -115,7 +115,7 @@ def test_the_report_after_a_resume_and_a_validate_in_the_run_dir_shows_the_fits_
     the fit printed them."""
     import shutil
 
-    from wmrl.report import load_run
+    from wmrl.run_report import load_run
 
     run_dir = shutil.copytree(runs["resumed"], tmp_path / "run")
     fits_samples = digests(run_dir / "samples")

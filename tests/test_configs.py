@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,11 +110,11 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert isinstance(cli.model.engine, VLLMGenerationEngine) and cli.model.engine.settings.max_model_len == 24576
         # the engine is the run's infrastructure, not a model setting: a checkpoint evaluated on another machine
         # (`--ckpt_path`) samples with that machine's configured engine
-        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.autoresearch.grpo.GRPOModule"
+        assert "engine" not in cli.model.hparams and cli.model.hparams["_class_path"] == "wmrl.autoresearch.module.GRPOModule"
         (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
         assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.mode == "generate"
         (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
-        assert checkpoint._every_n_train_steps == 10  # the base's own, kept: the overlay appends its callbacks
+        assert checkpoint._every_n_train_steps == 10  # the base's checkpoint_every, kept under the overlay
     if name == "configs/autoresearch/world_models/served.yaml":
         from wmrl.generation.served_world_model import ServedWorldModelBackend
 
@@ -142,23 +144,23 @@ def test_config_instantiates(config, tmp_path, monkeypatch):
         assert cli.model.environments["real"].suite.get("state_violent_crime").spec.folder is not None
     expected = expected_callbacks(name)
     if expected is not None:
-        from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
+        from wmrl.autoresearch.world_models.lm import LMWorldModel
         from wmrl.callbacks import AnchorRouting, RLCallback, WorldModelReward
 
         rl = [c for c in cli.trainer.callbacks if isinstance(c, RLCallback)]
         assert [type(c).__name__ for c in rl] == expected
         for c in rl:
             if isinstance(c, WorldModelReward) and "learned" in name:
-                from wmrl.autoresearch.environments.learned import LearnedWorldModel
+                from wmrl.autoresearch.world_models.learned import LearnedWorldModel
 
                 assert isinstance(c.world_model, LearnedWorldModel) and c.world_model.execution_log
             elif isinstance(c, WorldModelReward) and "task_aware" in name:
-                from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
+                from wmrl.autoresearch.world_models.task_aware import TaskAwareWorldModel
 
                 assert isinstance(c.world_model, TaskAwareWorldModel) and c.world_model.recall
                 assert (ROOT / c.world_model.pretrained).is_file()  # the shipped artefact, relative to the checkout
             elif isinstance(c, WorldModelReward) and name.startswith("configs/vla/"):
-                from wmrl.vla.progress_world_model import ProgressWorldModel
+                from wmrl.vla.world_models.progress import ProgressWorldModel
 
                 assert isinstance(c.world_model, ProgressWorldModel) and c.world_model.refresh_every == 0  # frozen
                 assert c.side_grade == ("raw_world_model" not in name)
@@ -254,12 +256,26 @@ def test_overriding_the_run_dir_under_the_fit_subcommand(tmp_path):
 
 
 def test_no_shipped_yaml_repeats_the_loggers_progress_bar_or_checkpoint():
-    """wmrl fit adds them to every run (wmrl.cli.trainer.default_loggers / default_callbacks); a config lists a
-    ModelCheckpoint only to change its frequency."""
-    for config in CONFIGS:
+    """wmrl fit adds them to every run (wmrl.cli.trainer.default_loggers / default_callbacks); a config sets only how
+    often the checkpoint is saved (``checkpoint_every``)."""
+    yamls = CONFIGS + sorted(ROOT.glob("examples/**/*.yaml")) + sorted(ROOT.glob("docs/**/*.yaml"))
+    for config in yamls:
         text = config.read_text()
-        assert not any(name in text for name in ("TensorBoardLogger", "CSVLogger", "RichProgressBar")), config
-        assert "every_n_train_steps: 1}" not in text, config
+        assert not any(name in text for name in ("TensorBoardLogger", "CSVLogger", "RichProgressBar",
+                                                 "ModelCheckpoint", "every_n_train_steps")), config
+
+
+def test_checkpoint_every_sets_the_runs_checkpoint_and_a_bad_one_names_the_key(tmp_path, monkeypatch):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    monkeypatch.chdir(tmp_path)
+    quickstart = ["-c", str(ROOT / "configs/autoresearch/quickstart.yaml"), f"--trainer.default_root_dir={tmp_path}"]
+    cli = lightning_cli([*quickstart, "--checkpoint_every=3"], run=False)
+    (checkpoint,) = [c for c in cli.trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    assert checkpoint._every_n_train_steps == 3 and checkpoint.save_last
+    assert checkpoint.dirpath == f"{tmp_path}/checkpoints"
+    with pytest.raises(Exception, match="checkpoint_every must be a whole number of training steps >= 1"):
+        lightning_cli([*quickstart, "--checkpoint_every=0"], run=False)
 
 
 def test_every_run_gets_the_loggers_the_progress_bar_and_a_checkpoint_once(tmp_path, monkeypatch):
@@ -300,11 +316,11 @@ def test_the_progress_bar_says_the_step_budget():
     assert bar._get_train_description(0) == "Training: 3 steps"
 
 
-CONFIGURABLE = ["wmrl.autoresearch.grpo:GRPOModule", "wmrl.autoresearch.data:AutoResearchDataModule",
+CONFIGURABLE = ["wmrl.autoresearch.module:GRPOModule", "wmrl.autoresearch.datamodule:AutoResearchDataModule",
                 "wmrl.callbacks:AnchorRouting", "wmrl.callbacks:WorldModelReward", "wmrl.callbacks:OnlineDebiasing",
                 "wmrl.callbacks:InverseVarianceDenoising", "wmrl.callbacks:VarianceFusion", "wmrl.callbacks:RewardTerms",
-                "wmrl.autoresearch.environments.lm_world_model:LMWorldModel", "wmrl.autoresearch.environments.learned:LearnedWorldModel",
-                "wmrl.autoresearch.environments.task_aware:TaskAwareWorldModel",
+                "wmrl.autoresearch.world_models.lm:LMWorldModel", "wmrl.autoresearch.world_models.learned:LearnedWorldModel",
+                "wmrl.autoresearch.world_models.task_aware:TaskAwareWorldModel",
                 "wmrl.autoresearch.environments.real:SandboxEnvironment", "wmrl.generation.hf_world_model:HFWorldModelBackend",
                 "wmrl.generation.vllm_world_model:VLLMWorldModelBackend", "wmrl.generation.vllm:VLLMGenerationEngine"]
 
@@ -344,7 +360,7 @@ def test_the_old_policy_type_form_is_refused_naming_the_key_and_the_new_form(tmp
     """``policy: {type: act, ...}`` (before policies were chosen by ``class_path``) fails with the new form written out."""
     monkeypatch.chdir(tmp_path)
     text = (ROOT / "configs/vla/pusht_quickstart.yaml").read_text()
-    new = ("    policy:\n      class_path: wmrl.vla.policy.ACTChunkPolicy\n"
+    new = ("    policy:\n      class_path: wmrl.vla.policies.chunk.ACTChunkPolicy\n"
            "      init_args: {chunk_size: 4, n_action_steps: 2, dim_model: 64, n_heads: 4, dim_feedforward: 128,\n"
            "                  n_encoder_layers: 1, n_decoder_layers: 1, pretrained_path: null}\n")
     assert new in text
@@ -354,4 +370,24 @@ def test_the_old_policy_type_form_is_refused_naming_the_key_and_the_new_form(tmp
         lightning_cli(["-c", str(old)], run=False)
     said = str(error.value) + capsys.readouterr().err
     assert "model.init_args.policy: `type: act` is the old form" in said
-    assert "policy: {class_path: wmrl.vla.policy.ACTChunkPolicy, init_args: {chunk_size: 4, n_action_steps: 2}}" in said
+    assert "policy: {class_path: wmrl.vla.policies.chunk.ACTChunkPolicy, init_args: {chunk_size: 4, n_action_steps: 2}}" in said
+
+
+def test_the_arm_overlays_are_written_from_one_table():
+    """Every arm overlay of every scale is what configs/arms.py writes from its table (a scale's constants and its
+    world model once, an arm's callbacks by name), and each names its callbacks in the scale's order."""
+    spec = importlib.util.spec_from_file_location("arms", ROOT / "configs" / "arms.py")
+    arms = importlib.util.module_from_spec(spec)
+    sys.modules["arms"] = arms  # its dataclasses resolve their annotations through it
+    spec.loader.exec_module(arms)
+    written = arms.rendered()
+    assert len(written) >= 20 and all(path.is_file() for path in written)
+    stale = [str(path.relative_to(ROOT)) for path, text in written.items() if path.read_text() != text]
+    assert not stale, f"edited by hand, not in configs/arms.py's table (run python configs/arms.py): {stale}"
+    assert arms.main(["--check"]) == 0
+    import subprocess  # the command the configs reference shows, as written: up to date, it writes nothing
+
+    run = subprocess.run([sys.executable, "configs/arms.py"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == "", run.stdout + run.stderr
+    cpu = next(scale for scale in arms.SCALES if scale.folder.endswith("ablations/cpu"))
+    assert "method: strict" in cpu.render("wmrl") and "method: strict" not in cpu.render("wmrl_paper")

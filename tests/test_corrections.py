@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wmrl.vla import bandit as bandit_module
-from wmrl.vla import distorted_oracle as oracle_module
-from wmrl.vla.bandit import TargetBandit
-from wmrl.vla.distorted_oracle import DistortedOracle
+from wmrl.vla.simulators import bandit as bandit_module
+from wmrl.vla.simulators.bandit import TargetBandit
+from wmrl.vla.world_models import distorted_oracle as oracle_module
+from wmrl.vla.world_models.distorted_oracle import DistortedOracle
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("corrections", ROOT / "benchmarks" / "corrections.py")

@@ -9,7 +9,7 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
-from wmrl.autoresearch.grpo import GRPOModule
+from wmrl.autoresearch.module import GRPOModule
 from wmrl.callbacks.base import RLCallback
 from wmrl.models import LoraSettings, tiny_llama
 
@@ -60,7 +60,7 @@ def test_grpo_learns_on_a_cuda_gpu(precision, lora):
     first, last = watch.rewards[:6], watch.rewards[-6:]
     assert sum(last) / 6 > sum(first) / 6 + 0.03, watch.rewards
 
-    from wmrl.autoresearch.data import AutoResearchDataModule  # held-out evaluation on the GPU too
+    from wmrl.autoresearch.datamodule import AutoResearchDataModule  # held-out evaluation on the GPU too
 
     data = AutoResearchDataModule(split="smoke", eval_tasks=["smoke_iris", "smoke_diabetes"], eval_samples=2,
                                   group_size=8)

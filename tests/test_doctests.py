@@ -24,4 +24,4 @@ def test_docstring_examples(name):
 
 
 def test_the_doctests_are_found():
-    assert "wmrl.algorithms.debias" in MODULES and "wmrl.autoresearch.environments.learned" in MODULES
+    assert "wmrl.algorithms.debias" in MODULES and "wmrl.autoresearch.world_models.learned" in MODULES

@@ -1,6 +1,6 @@
 """docs/extending.md: every file it shows is written out and used as a user would (its YAML overlays instantiate
 on the quickstart, its callback, reward terms and world model run in a real GRPO fit), and `RewardTerms` keeps
-missing rewards missing and refuses to run before `OnlineDebiasing`."""
+missing rewards missing and runs after every calibration, wherever it is listed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import torch
 from fakes import LoggingModule, LowTokenEnvironment, byte_tokenizer
 
-from wmrl.autoresearch.grpo import GRPOModule
-from wmrl.callbacks import OnlineDebiasing, RewardTerms, RLCallback
+from wmrl.autoresearch.module import GRPOModule
+from wmrl.callbacks import RewardTerms, RLCallback
 from wmrl.cli import lightning_cli
 from wmrl.models import tiny_llama
 from wmrl.types import Outcome, RewardCorrections, Source, Status, StepRequest, Trajectory, Turn
@@ -141,13 +141,27 @@ def test_reward_terms_leave_missing_rewards_missing_and_count_silent_terms():
     RewardTerms([bonus], weights=[0.5]).on_rewards(None, module, batch)
     assert batch.rewards[0] == pytest.approx(1.3) and math.isnan(batch.rewards[1]) and batch.rewards[2] == pytest.approx(0.2)
     assert batch.wm_calibrated[0] == pytest.approx(1.2)  # the anchor's calibrated prediction moves with it
-    assert batch.corrections.shaped  # a calibration after it refuses the batch
     assert module.logged["reward_terms/bonus"] == 1.0 and module.logged["reward_terms/bonus_missing"] == 1.0
 
 
-def test_reward_terms_refuse_to_run_before_debiasing_and_bad_paths_are_named():
-    with pytest.raises(ValueError, match="RewardTerms must come after OnlineDebiasing"):
-        fit([RewardTerms([lambda t: 0.0]), OnlineDebiasing(min_pairs=2, refit_every=2)])
+class Calibrates(RLCallback):
+    """A calibration's view of the rewards: the environment's, whatever runs later in its step."""
+
+    def __init__(self) -> None:
+        self.rewards: list[torch.Tensor] = []
+
+    def on_calibrate(self, trainer, pl_module, batch):
+        self.rewards.append(batch.rewards.clone())
+
+
+def test_a_calibration_sees_the_environments_rewards_wherever_the_reward_terms_are_listed():
+    seen, after = Calibrates(), Snapshot()
+    fit([RewardTerms([lambda t: 1.0]), seen, after])  # the terms listed first: their hook still comes after
+    graded = ~torch.isnan(after.rewards[0])
+    assert graded.any() and torch.allclose(after.rewards[0][graded] - seen.rewards[0][graded], torch.ones(1))
+
+
+def test_reward_terms_name_bad_paths():
     with pytest.raises(ValueError, match="cannot import 'no_such_pkg'"):
         RewardTerms(["no_such_pkg.fn"])
     with pytest.raises(ValueError, match="has no function 'nothing_here'"):

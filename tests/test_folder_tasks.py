@@ -312,7 +312,7 @@ def test_a_competitions_problems_name_its_config_keys_and_fixes(tmp_path, cache,
 
 # -- the data module and training --------------------------------------------------------------------------
 def test_the_data_module_takes_task_dirs_and_names_a_bad_one(tmp_path, cache):
-    from wmrl.autoresearch.data import AutoResearchDataModule
+    from wmrl.autoresearch.datamodule import AutoResearchDataModule
 
     folder = copy_example(tmp_path)
     competitions, data = mlebench_layout(tmp_path)
@@ -376,8 +376,8 @@ def test_a_config_naming_folder_tasks_trains_a_step_and_evaluates_them_held_out(
 def test_both_world_models_work_on_folder_tasks_unchanged(tmp_path, cache):
     """The LM world model reads a folder task's prompt (overview, data dictionary, starter); the learned world
     model compares scripts with its starter and learns from its anchors, like on a built-in task."""
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
-    from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.lm import LMWorldModel
     from wmrl.models import smollm2_tokenizer, tiny_llama
     from wmrl.testing import check_world_model
     from wmrl.types import Outcome, Source, StepRequest

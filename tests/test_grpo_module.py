@@ -8,7 +8,7 @@ import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
-from wmrl.autoresearch.grpo import GRPOModule
+from wmrl.autoresearch.module import GRPOModule
 from wmrl.callbacks.base import RLCallback
 from wmrl.models import tiny_llama
 from wmrl.types import Outcome, Status
@@ -54,6 +54,11 @@ class Recorder(RLCallback):
     def on_rollout_end(self, trainer, pl_module, batch):
         self.calls.append("on_rollout_end")
 
+    def on_calibrate(self, trainer, pl_module, batch):
+        assert torch.all(batch.advantages == 0), "advantages must not exist before on_calibrate"
+        assert batch.corrections.calibrating  # this callback implements the hook: the module says so first
+        self.calls.append("on_calibrate")
+
     def on_rewards(self, trainer, pl_module, batch):
         assert torch.all(batch.advantages == 0), "advantages must not exist before on_rewards"
         self.calls.append("on_rewards")
@@ -72,8 +77,8 @@ def test_hooks_run_in_the_documented_order():
     recorder = Recorder()
     t = trainer(2, callbacks=[recorder])
     t.fit(make_module(), torch.utils.data.DataLoader(Steps(2), batch_size=None))
-    step = ["on_train_batch_start", "on_rollout_plan", "on_rollout_end", "on_rewards", "on_advantages",
-            "on_train_batch_end"]  # written out: the documented order, not the constant under test
+    step = ["on_train_batch_start", "on_rollout_plan", "on_rollout_end", "on_calibrate", "on_rewards",
+            "on_advantages", "on_train_batch_end"]  # written out: the documented order, not the constant under test
     assert recorder.calls == step * 2
 
 
@@ -123,7 +128,7 @@ def test_micro_batches_run_one_prompt_each_and_leave_the_update_unchanged(monkey
     """Groups of one task share a micro-batch (its prompt then runs once), whatever their order in the step."""
     seen: list[list[int]] = []
     batches = []
-    import wmrl.autoresearch.grpo as grpo
+    import wmrl.autoresearch.module as grpo
 
     original = grpo.micro_batch_loss
 
@@ -170,7 +175,7 @@ def test_bad_configuration_names_every_key():
 
 
 def test_heldout_evaluation_samples_every_task_in_one_rollout():
-    from wmrl.autoresearch.data import AutoResearchDataModule
+    from wmrl.autoresearch.datamodule import AutoResearchDataModule
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)
     env = module.environments["real"]
@@ -190,7 +195,7 @@ def test_heldout_samples_are_written_per_evaluation_for_confidence_intervals(tmp
 
     from lightning.pytorch.loggers import CSVLogger
 
-    from wmrl.autoresearch.data import AutoResearchDataModule
+    from wmrl.autoresearch.datamodule import AutoResearchDataModule
     from wmrl.evaluation.heldout import EVAL_FILE
 
     module = make_module(max_new_tokens=8, eval_temperature=0.5)

@@ -21,7 +21,7 @@ def _module(tmp_path, step=0, loggers=("csv",), rank_zero=True, eval_at_start=Tr
 
 def test_each_evaluation_is_labelled_and_written_as_one_line_of_heldout_jsonl(tmp_path):
     from wmrl.evaluation.heldout import EVAL_FILE, HeldOutLog
-    from wmrl.evaluation.report import success_report
+    from wmrl.vla.heldout_report import success_report
 
     log = HeldOutLog(success_report)
     assert log.report() == ""  # nothing evaluated: nothing printed
@@ -60,11 +60,11 @@ def test_the_starting_policy_is_evaluated_once_before_the_first_step_and_logged_
 def test_both_domains_keep_their_evaluations_in_the_shared_log_and_clone_behaviour_only_in_the_callback():
     from fakes import LowTokenEnvironment, byte_tokenizer
 
-    from wmrl.autoresearch.grpo import GRPOModule
+    from wmrl.autoresearch.module import GRPOModule
     from wmrl.evaluation.heldout import HeldOutLog
     from wmrl.models import tiny_llama
-    from wmrl.vla.bandit import LinearGaussianPolicy
-    from wmrl.vla.grpo import VLAGRPOModule
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.simulators.bandit import LinearGaussianPolicy
 
     llm = GRPOModule(policy=tiny_llama(byte_tokenizer(), seed=0), lora=None, kl_coef=0.0,
                      environment=LowTokenEnvironment(byte_tokenizer()))

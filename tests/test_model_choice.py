@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from wmrl.autoresearch.agent import response_prefill
 from wmrl.autoresearch.environments.real import SandboxEnvironment
-from wmrl.rollout.agent import response_prefill
 
 
 def test_the_score_view_shows_the_score_to_beat_not_the_model_line_and_its_starter_runs(tiny_suite, process_sandbox):
@@ -54,8 +54,8 @@ def test_the_estimator_prefill_ends_where_the_estimator_is_named():
     import doctest
 
     from wmrl.algorithms import stats
+    from wmrl.autoresearch import agent
     from wmrl.autoresearch.tasks import model_choice
-    from wmrl.rollout import agent
 
     for module in (agent, model_choice, stats):
         assert doctest.testmod(module).failed == 0, module.__name__

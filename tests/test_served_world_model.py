@@ -15,7 +15,7 @@ import time
 import pytest
 from fake_openai_server import FakeCompletionServer
 
-from wmrl.autoresearch.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel
+from wmrl.autoresearch.world_models.lm import OUTCOME_CLASSES, LMWorldModel
 from wmrl.generation.hf_world_model import HFWorldModelBackend
 from wmrl.generation.served_world_model import ServedWorldModelBackend, ServerError
 from wmrl.models import smollm2_tokenizer, tiny_llama

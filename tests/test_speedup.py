@@ -38,7 +38,7 @@ def instantiate_arm(preset, arm: str, tmp_path: Path, monkeypatch, eval_at_start
 
 @pytest.mark.parametrize("arm", speedup.ARMS)
 def test_every_cpu_quick_arm_instantiates_with_the_shared_settings(arm, tmp_path, monkeypatch):
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
     from wmrl.callbacks import WorldModelReward
 
     preset = speedup.PRESETS["cpu-quick"]
@@ -204,7 +204,7 @@ def test_an_arm_without_a_final_evaluation_is_refused(tmp_path):
 @pytest.mark.parametrize("arm", speedup.ARMS)
 def test_every_cpu_learn_arm_instantiates_with_the_pretrained_world_model_and_cpu_scaled_constants(arm, tmp_path,
                                                                                                   monkeypatch):
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
 
     preset = speedup.PRESETS["cpu-learn"]
@@ -449,8 +449,8 @@ def test_seeds_pool_the_pairs_and_report_each_seed_and_the_interval_over_seeds(t
 def test_the_suite_quality_arms_train_on_every_tabular_task_with_the_task_aware_world_model(arm, tmp_path, monkeypatch):
     """The successor of cpu-quality on the suite at the paper's scale: every tabular train and held-out task (none
     chosen by results), the score view, and the task-aware world model pretrained on the world_model split."""
-    from wmrl.autoresearch.environments.task_aware import TaskAwareWorldModel
     from wmrl.autoresearch.tasks.catalog import TASKS
+    from wmrl.autoresearch.world_models.task_aware import TaskAwareWorldModel
     from wmrl.callbacks import WorldModelReward
 
     preset = speedup.PRESETS["suite-quality"]

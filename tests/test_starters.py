@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from task_fixtures import copy_example, tabular_competitions, typed_tasks
 
+from wmrl.autoresearch.agent import starter_head
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.tasks.starter import Prediction, generic_starter, infer_prediction
 from wmrl.autoresearch.tasks.suite import TaskSuite
 from wmrl.cli import commands as cli
-from wmrl.rollout.agent import starter_head
 from wmrl.types import Status
 
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from wmrl.autoresearch.environments.lm_world_model import MAX_VARIANCE
-from wmrl.autoresearch.environments.task_aware import (
+from wmrl.autoresearch.tasks.spec import TaskSpec
+from wmrl.autoresearch.world_models.lm import MAX_VARIANCE
+from wmrl.autoresearch.world_models.task_aware import (
     FEATURES,
     LANDMARKS,
     TaskAwareWorldModel,
@@ -21,7 +22,6 @@ from wmrl.autoresearch.environments.task_aware import (
     task_card,
     undefined_names,
 )
-from wmrl.autoresearch.tasks.spec import TaskSpec
 from wmrl.types import Basis, Outcome, Source, Status, StepRequest
 
 
@@ -158,7 +158,7 @@ def test_the_pretrained_file_and_the_checkpoint_state_reproduce_the_answers(tiny
 
 
 def test_out_of_fold_predictions_are_made_on_tasks_left_out_and_give_the_error_and_the_agreement():
-    from wmrl.autoresearch.environments.task_aware import out_of_fold_predictions, within_task_agreement
+    from wmrl.autoresearch.world_models.task_aware import out_of_fold_predictions, within_task_agreement
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 3))

@@ -31,8 +31,8 @@ def test_a_typo_in_a_key_gets_a_did_you_mean_in_a_few_lines(capsys):
 
 
 @pytest.mark.parametrize(("key", "meant", "class_path"), [
-    ("--model.init_args.lrr", "--model.init_args.lr", "wmrl.autoresearch.grpo.GRPOModule"),
-    ("--data.init_args.groups_per_stp", "--data.init_args.groups_per_step", "wmrl.autoresearch.data.AutoResearchDataModule"),
+    ("--model.init_args.lrr", "--model.init_args.lr", "wmrl.autoresearch.module.GRPOModule"),
+    ("--data.init_args.groups_per_stp", "--data.init_args.groups_per_step", "wmrl.autoresearch.datamodule.AutoResearchDataModule"),
 ])
 def test_a_typo_in_a_model_or_data_key_is_named_with_a_did_you_mean(capsys, key, meant, class_path):
     """jsonargparse says only that no Union subtype of ``model`` validated; the user reads the key, its class and
@@ -65,7 +65,7 @@ def test_a_class_that_fails_to_build_is_reported_in_five_lines_naming_the_key():
     assert done.returncode == 2 and len(lines) <= 5, lines
     assert lines[0].startswith("error: model.init_args.model: unknown path '/nonexistent'")
     assert "smollm2-135m-instruct" in lines[0]  # wmrl's own message, with the fix
-    assert "while building wmrl.autoresearch.grpo.GRPOModule (FileNotFoundError)" in lines[-1]
+    assert "while building wmrl.autoresearch.module.GRPOModule (FileNotFoundError)" in lines[-1]
     assert "Traceback" not in done.stderr
 
     done = wmrl("fit", "-c", QUICKSTART, "--model.init_args.temperature", "-1")
@@ -155,14 +155,19 @@ def test_an_overlay_given_alone_is_refused_naming_its_base_and_the_command(capsy
 
 def test_a_config_written_for_the_old_layout_names_the_line_and_the_new_class_path(tmp_path, capsys):
     old = tmp_path / "old.yaml"
-    old.write_text(Path(QUICKSTART).read_text().replace("wmrl.autoresearch.grpo.GRPOModule",
+    old.write_text(Path(QUICKSTART).read_text().replace("wmrl.autoresearch.module.GRPOModule",
                                                          "wmrl.modules.grpo.GRPOModule"))
     assert main(["validate", "-c", str(old)]) == 2
     lines = capsys.readouterr().err.splitlines()
     number = next(i for i, line in enumerate(old.read_text().splitlines(), 1) if "wmrl.modules.grpo" in line)
-    assert lines[0] == f"error: {old}:{number}: wmrl.modules.grpo.GRPOModule is now wmrl.autoresearch.grpo.GRPOModule"
+    assert lines[0] == f"error: {old}:{number}: wmrl.modules.grpo.GRPOModule is now wmrl.autoresearch.module.GRPOModule"
     assert main(["fit", "-c", QUICKSTART, "--data", "wmrl.datamodules.autoresearch.AutoResearchDataModule"]) == 2
-    assert "is now wmrl.autoresearch.data.AutoResearchDataModule" in capsys.readouterr().err
+    assert "is now wmrl.autoresearch.datamodule.AutoResearchDataModule" in capsys.readouterr().err
+    # the wings' role folders: a world model's old module, in a flag
+    flag = "--trainer.callbacks+=wmrl.autoresearch.environments.learned.LearnedWorldModel"
+    assert main(["fit", "-c", QUICKSTART, flag]) == 2
+    assert ("wmrl.autoresearch.environments.learned.LearnedWorldModel is now "
+            "wmrl.autoresearch.world_models.learned.LearnedWorldModel") in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["fit", "validate", "test"])

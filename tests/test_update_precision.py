@@ -4,15 +4,16 @@ tolerance; ``update_precision: auto`` measures once, logs its choice and keeps i
 from __future__ import annotations
 
 import time
+from unittest import mock
 
 import pytest
 import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 from test_grpo_module import Steps, trainer
 
-import wmrl.autoresearch.grpo as grpo
+import wmrl.autoresearch.module as grpo
 from wmrl.algorithms.grpo import token_logprobs
-from wmrl.autoresearch.grpo import PRECISION_KEY, GRPOModule
+from wmrl.autoresearch.module import PRECISION_KEY, GRPOModule
 from wmrl.models import LoraSettings, precision, tiny_llama
 from wmrl.models.kv import causal_lm_logits
 
@@ -84,12 +85,44 @@ def test_measure_keeps_bfloat16_only_where_it_is_faster(slow_bfloat16, expected)
 
     hook = model.get_base_model().model.register_forward_pre_hook(hold_back)
     state = torch.random.get_rng_state()
-    probe = precision.measure(model, tokens=64)
+    with mock.patch.object(precision, "matmul_speedup", lambda model: 2.0):  # past the screen, whatever this CPU
+        probe = precision.measure(model, tokens=64)
     hook.remove()
     assert probe.agrees and probe.bfloat16 is expected
     assert torch.equal(torch.random.get_rng_state(), state)
     assert all(p.grad is None for p in parameters)  # measured, never accumulated
     assert ("bfloat16 autocast" if expected else "float32") in probe.line()
+
+
+def test_a_machine_whose_bfloat16_products_are_slow_times_no_pass():
+    """The screen: where a bfloat16 product of the model's shapes is no faster than float32's (a CPU that emulates
+    bfloat16), float32 is chosen without timing a forward and backward pass (which took minutes there)."""
+    model, _ = _lora_llama()
+    passes = []
+    hook = model.get_base_model().model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    with mock.patch.object(precision, "matmul_speedup", lambda model: 0.08):
+        probe = precision.measure(model, tokens=64)
+    hook.remove()
+    assert passes == [] and probe.screened_out and not probe.bfloat16
+    assert "a bfloat16 matrix product runs 0.08x as fast" in probe.line()
+    assert probe.metrics()["update/probe_matmul_speedup"] == pytest.approx(0.08)
+    assert precision.matmul_speedup(model) > 0  # the real screen runs on the model's own shapes
+
+
+def test_a_hopeless_first_bfloat16_pass_ends_the_probe_after_one_round():
+    model, _ = _lora_llama()
+    passes = []
+
+    def count_and_hold_back(module, args):
+        passes.append(torch.is_autocast_enabled("cpu"))
+        if torch.is_autocast_enabled("cpu"):
+            time.sleep(3.0)  # far beyond HOPELESS x a tiny float32 pass, its first one-time allocations included
+
+    hook = model.get_base_model().model.register_forward_pre_hook(count_and_hold_back)
+    with mock.patch.object(precision, "matmul_speedup", lambda model: 2.0):
+        probe = precision.measure(model, tokens=64)
+    hook.remove()
+    assert passes == [False, True] and not probe.bfloat16  # one round: float32, then a hopeless bfloat16 pass
 
 
 def test_a_gradient_that_disagrees_keeps_float32():

@@ -27,7 +27,7 @@ VENV312 = ROOT / ".venv312" / "bin" / "python"
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="checks the error a Python < 3.12 user meets")
 def test_vla_path_on_python_311_names_the_extra_and_the_python_requirement():
-    from wmrl.vla.data.lerobot import LeRobotVLADataModule
+    from wmrl.vla.datamodule.lerobot import LeRobotVLADataModule
     from wmrl.vla.requirements import MissingVLADependency
 
     with pytest.raises(MissingVLADependency) as error:
@@ -55,6 +55,9 @@ class Probe(RLCallback):
 
     def on_rollout_end(self, trainer, pl_module, batch):
         self.hooks.append("on_rollout_end")
+
+    def on_calibrate(self, trainer, pl_module, batch):
+        self.hooks.append("on_calibrate")
 
     def on_rewards(self, trainer, pl_module, batch):
         self.hooks.append("on_rewards")
@@ -155,9 +158,9 @@ class SeedsData(pl.LightningDataModule):
 def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
     from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer
 
-    from wmrl.autoresearch.grpo import GRPOModule
+    from wmrl.autoresearch.module import GRPOModule
     from wmrl.models import tiny_llama
-    from wmrl.vla.grpo import VLAGRPOModule
+    from wmrl.vla.module import VLAGRPOModule
 
     def fit(module, callbacks, data):
         probe = Probe()
@@ -183,7 +186,7 @@ def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
     vla_probe = fit(vla, vla_callbacks, {"datamodule": SeedsData()})
 
     assert [type(c) for c in autoresearch_callbacks] == [type(c) for c in vla_callbacks]
-    order = ["on_rollout_plan", "on_rollout_end", "on_rewards", "on_advantages"] * 3
+    order = ["on_rollout_plan", "on_rollout_end", "on_calibrate", "on_rewards", "on_advantages"] * 3
     assert text_probe.hooks == order and vla_probe.hooks == order
     for callbacks, probe in ((autoresearch_callbacks, text_probe), (vla_callbacks, vla_probe)):
         routing, _, debias, denoise = callbacks

@@ -16,8 +16,8 @@ import torch
 from fakes import LowTokenEnvironment, byte_tokenizer
 
 import wmrl.generation.vllm as vllm_engines
-from wmrl.autoresearch.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel, parse_predictions
-from wmrl.autoresearch.grpo import GRPOModule
+from wmrl.autoresearch.module import GRPOModule
+from wmrl.autoresearch.world_models.lm import OUTCOME_CLASSES, LMWorldModel, parse_predictions
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import (
     SHUTDOWN_TIMEOUT_S,
@@ -70,7 +70,7 @@ def teacher_forced(model, prompt, tokens, temperature) -> list[float]:
 
 def test_importing_wmrl_and_the_vllm_modules_does_not_import_vllm():
     code = (
-        "import sys, wmrl, wmrl.generation.vllm, wmrl.generation.vllm_world_model, wmrl.autoresearch.grpo\n"
+        "import sys, wmrl, wmrl.generation.vllm, wmrl.generation.vllm_world_model, wmrl.autoresearch.module\n"
         "print('vllm' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

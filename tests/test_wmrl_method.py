@@ -163,7 +163,7 @@ def test_infra_errors_are_excluded_from_pairs_never_zero():
     debias = OnlineDebiasing(min_pairs=1000)
     batch = make_batch([0.1, 0.7, 0.0, 0.2], [0.3, 0.8, 0.4, 0.5], [0, 0, 0, 0], [True] * 4,
                        graded=[True, True, False, True])
-    debias.on_rewards(None, LoggingModule(), batch)
+    debias.on_calibrate(None, LoggingModule(), batch)
     assert [x for p in debias.pairs for x in p[:2]] == pytest.approx([0.3, 0.1, 0.8, 0.7, 0.5, 0.2])
     assert math.isnan(float(batch.rewards[2]))
 
@@ -175,7 +175,7 @@ def test_world_model_rewards_pass_through_the_map_and_anchors_keep_real_rewards(
                        [0, 0, 0, 0, 1, 1, 2, 2], [True] * 4 + [False] * 4)
     batch.rewards[4:] = batch.wm_rewards[4:]
     module = LoggingModule()
-    debias.on_rewards(None, module, batch)
+    debias.on_calibrate(None, module, batch)
     assert batch.rewards[:4].tolist() == pytest.approx([0.05, 0.1, 0.5, 0.65])
     assert batch.rewards[4:].tolist() == pytest.approx([0.075, 0.575, 0.05, 0.65])
     assert batch.wm_calibrated[:4].tolist() == pytest.approx([0.05, 0.1, 0.5, 0.65])
@@ -187,7 +187,7 @@ def test_denoising_waits_for_calibration_skips_degenerate_groups_and_weights_anc
     denoise = InverseVarianceDenoising(warmup=2)
     batch = make_batch([0.1, 0.3, 0.5, 0.5, 0.2, 0.4], [0.3, 0.1, 0.2, 0.6, 0.2, 0.4], [0, 0, 1, 1, 2, 2],
                        [True, True, True, True, False, False])
-    batch.corrections.calibrating = True  # as OnlineDebiasing's on_rewards leaves it, before its map is fitted
+    batch.corrections.calibrating = True  # as the module leaves it before the calibration hook, its map not fitted
     batch.advantages.copy_(torch.tensor([-1.0, 1.0, 0.0, 0.0, -1.0, 1.0]))
     denoise.on_advantages(None, LoggingModule(), batch)
     assert denoise.state.observations == 0 and denoise.weight == 1.0  # not calibrated yet
@@ -199,11 +199,9 @@ def test_denoising_waits_for_calibration_skips_degenerate_groups_and_weights_anc
     assert batch.advantages.tolist() == pytest.approx([-2.0, 2.0, 0.0, 0.0, -1.0, 1.0])  # anchors only
 
 
-def test_the_calibration_tells_the_denoiser_through_the_batch_and_refuses_shaped_rewards():
-    """No callback looks up another: OnlineDebiasing marks the batch (``corrections.calibrating``), the denoiser reads
-    the mark; RewardTerms marks its shaping (``corrections.shaped``) and a calibration after it refuses the batch."""
-    from wmrl.callbacks import RewardTerms
-
+def test_the_calibration_tells_the_denoiser_through_the_batch():
+    """No callback looks up another: the module marks the batch when a callback calibrates
+    (``corrections.calibrating``), and the denoiser reads the mark."""
     def rows():
         return make_batch([0.1, 0.3, 0.5, 0.9], [0.3, 0.1, 0.9, 0.5], [0, 0, 1, 1], [True] * 4)
 
@@ -211,14 +209,10 @@ def test_the_calibration_tells_the_denoiser_through_the_batch_and_refuses_shaped
     alone.on_advantages(None, LoggingModule(), rows())
     assert alone.state.observations == 2  # no calibration in the run: the raw world-model rewards, from the start
     calibrated, batch = InverseVarianceDenoising(warmup=2), rows()
-    OnlineDebiasing(min_pairs=100).on_rewards(None, LoggingModule(), batch)
-    assert batch.corrections.calibrating and not batch.corrections.shaped
+    batch.corrections.calibrating = True  # as the module sets it for a run whose callbacks calibrate
+    OnlineDebiasing(min_pairs=100).on_calibrate(None, LoggingModule(), batch)
     calibrated.on_advantages(None, LoggingModule(), batch)
     assert calibrated.state.observations == 0  # a calibration ran but its map is not fitted yet: wait for it
-    shaped = rows()
-    RewardTerms([lambda t: 0.0]).on_rewards(None, LoggingModule(), shaped)
-    with pytest.raises(ValueError, match="RewardTerms must come after OnlineDebiasing"):
-        OnlineDebiasing(min_pairs=100).on_rewards(None, LoggingModule(), shaped)
 
 
 def test_anchor_counts_floor_fraction_capacity():

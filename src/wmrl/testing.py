@@ -18,10 +18,11 @@ from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any
 
+from wmrl.autoresearch.contracts import ComparesWithStarter
 from wmrl.types import (
+    BindsToEnvironment,
     BindsToPolicy,
     Checkpointable,
-    ComparesWithStarter,
     Environment,
     GradesTrajectories,
     KnowsItsAgreement,
@@ -35,8 +36,8 @@ from wmrl.types import (
 )
 
 #: what a world model may declare (``Checkpointable`` is structural: ``state_dict`` is every torch module's contract)
-WORLD_MODEL_CAPABILITIES = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, ComparesWithStarter, ReportsMetrics,
-                            KnowsItsAgreement)
+WORLD_MODEL_CAPABILITIES = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, BindsToEnvironment,
+                            ComparesWithStarter, ReportsMetrics, KnowsItsAgreement)
 SCRIPT = "import numpy as np\nprint(np.arange(3).sum())\n"
 
 
@@ -106,5 +107,5 @@ def check_world_model(world_model: Any, task_id: str = "smoke_iris") -> Report:
         for outcome, what in zip(found.outcomes[:2], ("no code block", "a syntax error"), strict=True):
             if outcome.reward != 0.0:
                 report.problems.append(f"a turn with {what} must be answered 0.0 without a model call (use "
-                                       f"wmrl.autoresearch.environments.gate.gate), got {outcome.reward}")
+                                       f"wmrl.autoresearch.world_models.gate.gate), got {outcome.reward}")
     return report

@@ -4,18 +4,15 @@ An :class:`Outcome` is what an environment (the real sandbox or a world model) s
 ``reward`` follows the ladder of docs/concepts.md; ``None`` means *missing* (an infrastructure failure),
 which is excluded from its group and never counted as 0.
 
-The contracts (at the end), every plug-in point of both domains, listed in ``__all__``: an :class:`Environment`
-answers :class:`StepRequest` s with outcomes (the AutoResearch real one, a :class:`TaskEnvironment`, also writes the
-task's prompt and may show a starter, :class:`ShowsStarter`); a :class:`WorldModel` is an environment whose
-``source`` is ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a world model has them
-(:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`, :class:`ComparesWithStarter`,
-:class:`Checkpointable`, :class:`ReportsMetrics`). An LM world model runs its language model on a
-:class:`LanguageModelBackend`; the policy is a :class:`LanguagePolicy` (an :class:`AdapterPolicy` with LoRA) sampled
-by a :class:`GenerationEngine`. The VLA domain: a :class:`Simulator` plays and grades episodes (an
-:class:`EpisodeGrader`), an :class:`EpisodeWorldModel` grades them instead, a :class:`ChunkPolicy` acts (Gaussian or
-not), a :class:`DemonstrationData` data module carries the demonstrations that a :class:`LearnsFromDemonstrations`
-world model and a :class:`ClonesBehaviour` module learn from. They are runtime-checkable protocols (the engine
-excepted, a base class: see :class:`GenerationEngine`): a class fills a role by having the members, no base class
+The contracts (at the end), the plug-in points the core itself uses, listed in ``__all__``: an :class:`Environment`
+answers :class:`StepRequest` s with outcomes; a :class:`WorldModel` is an environment whose ``source`` is
+``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a world model has them
+(:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`, :class:`BindsToEnvironment`,
+:class:`Checkpointable`, :class:`ReportsMetrics`, :class:`KnowsItsAgreement`). A language-model world model runs its
+model on a :class:`LanguageModelBackend`; a language policy is a :class:`LanguagePolicy` (an :class:`AdapterPolicy`
+with LoRA) sampled by a :class:`GenerationEngine`. Each domain adds the contracts of its own plug-ins in its wing
+(``contracts`` there). They are runtime-checkable protocols (the engine excepted, a base class: see
+:class:`GenerationEngine`): a class fills a role by having the members, no base class
 needed; the modules check their plug-ins at construction and name the config key and the missing members
 (:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model. The optional capabilities
 (:data:`CAPABILITIES`) are declared: a plug-in lists them among its bases, and one that only has their members is
@@ -189,19 +186,16 @@ class Trajectory:
 
 @dataclass
 class RewardCorrections:
-    """What the reward corrections did to a batch, for the hooks after them: one correction hands the next what
-    it needs here (``on_rewards`` runs before ``on_advantages``), never by looking up the other callback.
+    """What the reward corrections did to a batch, for the hooks after them.
 
     Attributes:
-        calibrating: a calibration (``OnlineDebiasing``) ran on this batch, so ``wm_calibrated`` is the world-model
-            reward to set against the real one (NaN while its map is still the identity). False: no calibration
-            in the run (the denoising-only ablation), and the raw ``wm_rewards`` are compared instead.
-        shaped: reward terms (``RewardTerms``) were added to ``rewards``: they are no longer the environment's
-            rewards, and a calibration must pair the world model's rewards with the environment's.
+        calibrating: a calibration hook (``on_calibrate``) runs on this batch, so ``wm_calibrated`` is the
+            world-model reward to set against the real one (NaN while the calibration has no map yet). False: no
+            calibration in the run, and the raw ``wm_rewards`` are compared instead. The module sets it before
+            the calibration hook, from whether any callback implements that hook.
     """
 
     calibrating: bool = False
-    shaped: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,7 +225,7 @@ class RolloutBatch:
             and where every turn was decided by the deterministic gate (an exact 0.0, not a prediction).
         wm_calibrated: ``[N]`` float, ``wm_rewards`` after the debiasing map (filled by ``OnlineDebiasing``
             once its map is fitted); NaN before.
-        corrections: what the ``on_rewards`` hooks did (:class:`RewardCorrections`), read by the hooks after
+        corrections: what the reward hooks did (:class:`RewardCorrections`), read by the hooks after
             them; the reward hooks set its flags in place.
     """
 
@@ -310,8 +304,8 @@ class StepRequest:
 
 @runtime_checkable
 class Environment(Protocol):
-    """What the agent loop needs from an environment (the real sandbox or a world model): one outcome per request,
-    in order; a missing outcome (infrastructure failure) has ``reward=None``, never 0."""
+    """What a rollout needs from an environment (the real one or a world model): one outcome per request, in order;
+    a missing outcome (infrastructure failure) has ``reward=None``, never 0."""
 
     source: Source
 
@@ -319,16 +313,8 @@ class Environment(Protocol):
 
 
 @runtime_checkable
-class TaskEnvironment(Environment, Protocol):
-    """The AutoResearch real environment (``model.init_args.environment``): it also writes each task's first
-    prompt, the task card the agent starts from (:class:`~wmrl.autoresearch.environments.real.SandboxEnvironment`)."""
-
-    def prompt(self, task_id: str) -> str: ...
-
-
-@runtime_checkable
 class WorldModel(Environment, Protocol):
-    """An AutoResearch world model (``WorldModelReward(world_model=...)``): an environment whose ``source`` is
+    """A world model (``WorldModelReward(world_model=...)``): an environment whose ``source`` is
     ``Source.WORLD_MODEL``; what else it can do is declared by the small capability protocols below."""
 
 
@@ -343,9 +329,18 @@ class LearnsFromAnchors(Protocol):
 
 @runtime_checkable
 class GradesTrajectories(Protocol):
-    """A world model that grades whole trajectories (the VLA progress model) instead of single turns."""
+    """A world model that grades whole trajectories (e.g. a progress model of an embodied episode) instead of single
+    turns."""
 
     def grade_trajectories(self, trajectories: Sequence[Trajectory]) -> list[float | None]: ...
+
+
+@runtime_checkable
+class BindsToEnvironment(Protocol):
+    """A world model bound to the run's real environment when training starts (``WorldModelReward`` binds it), to
+    read what that environment shows the policy (e.g. each task's starting point)."""
+
+    def bind_environment(self, environment: Environment) -> None: ...
 
 
 @runtime_checkable
@@ -356,26 +351,12 @@ class BindsToPolicy(Protocol):
 
 
 @runtime_checkable
-class ComparesWithStarter(Protocol):
-    """A world model that reads scripts against the starter solution the agent is shown."""
-
-    def compare_with(self, starter: Callable[[str], str]) -> None: ...
-
-
-@runtime_checkable
 class Checkpointable(Protocol):
     """State saved in checkpoints and restored on resume."""
 
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
-
-
-@runtime_checkable
-class ShowsStarter(Protocol):
-    """An environment that shows the agent a starter solution per task (the real sandbox environment)."""
-
-    def starter(self, task_id: str) -> str: ...
 
 
 @runtime_checkable
@@ -405,8 +386,8 @@ class PlansSteps(Protocol):
 
 @runtime_checkable
 class KnowsContext(Protocol):
-    """A generation engine that knows its policy's context (``None``: it does not say): the agent refuses a first
-    turn that would not fit (:class:`~wmrl.rollout.agent.PromptTooLong`)."""
+    """A generation engine that knows its policy's context (``None``: it does not say): a rollout loop refuses a
+    first prompt that would not fit, before generating."""
 
     @property
     def context_length(self) -> int | None: ...
@@ -414,7 +395,7 @@ class KnowsContext(Protocol):
 
 @runtime_checkable
 class LanguageModelBackend(Protocol):
-    """Where an LM world model (:class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`) runs its language model:
+    """Where a language-model world model runs its language model:
     transformers in the training process (:class:`wmrl.generation.hf_world_model.HFWorldModelBackend`, the
     default), a vLLM engine (:class:`wmrl.generation.vllm_world_model.VLLMWorldModelBackend`) or OpenAI-compatible
     servers (:class:`wmrl.generation.served_world_model.ServedWorldModelBackend`), chosen by ``class_path``.
@@ -445,116 +426,10 @@ class LanguageModelBackend(Protocol):
         ...
 
 
-@runtime_checkable
-class TaskGrader(Protocol):
-    """A task author's grader (the ``grade`` function a folder task's ``grade.py`` names, MLE-bench's convention):
-    the submission (a DataFrame) against the hidden answers (a DataFrame, or a list of records for ``.jsonl``
-    answers) -> the score; raises ``InvalidSubmissionError`` for a submission it refuses. Run in a process of its
-    own by :mod:`wmrl.autoresearch.tasks.grade_runner`."""
-
-    def __call__(self, submission: Any, answers: Any) -> float: ...
-
-
-# -- the VLA domain's contracts ----------------------------------------------------------------------------
-@runtime_checkable
-class EpisodeGrader(Protocol):
-    """What grades played episodes (:class:`~wmrl.vla.episode.Episode`): one outcome per episode, in order. The
-    simulator grades by sparse success (``source`` real), a VLA world model by its prediction (``source``
-    world model); ``DistortedOracle(oracle=...)`` distorts any grader's true reward."""
-
-    def grade(self, episodes: Sequence[Any]) -> list[Outcome]: ...
-
-
-@runtime_checkable
-class Simulator(EpisodeGrader, Protocol):
-    """The VLA real environment (``model.init_args.simulator``: :class:`~wmrl.vla.simulator.PushTSimulator`,
-    :class:`~wmrl.vla.libero.LiberoSimulator`, :class:`~wmrl.vla.bandit.TargetBandit`): plays one episode per
-    initial-state seed with a controller (the policy's chunks plus exploration noise) and grades them.
-    ``success_threshold`` is the reward counted as a success (recorded with anchor episodes)."""
-
-    source: Source
-    success_threshold: float
-
-    def play(self, seeds: Sequence[int], controller: Any, n_action_steps: int = 1, frames: list | None = None,
-             max_steps: int | None = None) -> list[Any]: ...
-
-
-@runtime_checkable
-class EpisodeWorldModel(EpisodeGrader, GradesTrajectories, Protocol):
-    """A VLA world model (``WorldModelReward(world_model=...)`` on the VLA path): grades the episodes of its groups
-    and side-grades anchor trajectories; ``source`` is ``Source.WORLD_MODEL``."""
-
-    source: Source
-
-
-@runtime_checkable
-class LearnsFromDemonstrations(Protocol):
-    """A VLA environment trained on the demonstrations before RL (the progress world model): returns the last
-    training loss (NaN when it loaded a pretrained checkpoint instead). ``VLAGRPOModule.on_fit_start`` calls it on
-    every environment that has it."""
-
-    def fit_demonstrations(self, demonstrations: Sequence[Any]) -> float: ...
-
-
-@runtime_checkable
-class DemonstrationData(Protocol):
-    """A VLA data module (``data:``, :class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule`) that carries the
-    demonstrations: what behaviour cloning and the world model learn from, recorded on the module's simulator
-    (``check_simulator`` refuses another one), and the held-out initial states."""
-
-    heldout_task_ids: Sequence[str]
-
-    def demonstrations(self) -> list[Any]: ...
-
-    def check_simulator(self, simulator: Any) -> None: ...
-
-
-@runtime_checkable
-class ChunkPolicy(Protocol):
-    """A VLA policy (``model.init_args.policy_instance``, or the LeRobot one built from ``model.init_args.policy``):
-    an ``nn.Module`` predicting action chunks ``[B, H, 2]`` in the normalised action space.
-
-    Each policy owns its losses: ``rl_loss(obs, chunk, std, reference)`` gives the per-sample loss ``[B]`` that the
-    GRPO advantage weights and the KL to ``reference`` (the frozen SFT policy; ``None``: no KL term, 0). A Gaussian
-    policy around ``mean_chunk`` (ACT) gives its NLL and the closed-form Gaussian KL from one forward pass
-    (:func:`wmrl.algorithms.gaussian.gaussian_rl_loss`); a flow-matching policy (SmolVLA) its flow-matching loss and
-    no KL. ``per_sample_loss`` is that per-sample loss alone; ``bc_loss`` the supervised loss of behaviour cloning."""
-
-    chunk_size: int
-    n_action_steps: int
-
-    def parameters(self, recurse: bool = True) -> Any: ...
-
-    def mean_chunk(self, obs: dict[str, torch.Tensor]) -> torch.Tensor: ...
-
-    def per_sample_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float) -> torch.Tensor: ...
-
-    def rl_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, std: float,
-                reference: Any) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def bc_loss(self, obs: dict[str, torch.Tensor], chunk: torch.Tensor, is_pad: torch.Tensor) -> torch.Tensor: ...
-
-
-@runtime_checkable
-class ClonesBehaviour(Protocol):
-    """A module whose policy (``policy_to_clone()``, a :class:`ChunkPolicy`)
-    :class:`~wmrl.vla.warm_start.BehaviourCloningWarmStart` clones its ``demonstrations()`` into
-    (:class:`~wmrl.vla.grpo.VLAGRPOModule`): the batches drawn in an order seeded by ``seed``, the steps
-    taken counted in ``cloned_steps``. (A method, not a ``policy`` attribute: a torch submodule is invisible to the
-    static lookup ``isinstance`` does on Python 3.12.)"""
-
-    seed: int
-    cloned_steps: int
-
-    def demonstrations(self) -> list[Any]: ...
-
-    def policy_to_clone(self) -> Any: ...
-
-
-# -- the AutoResearch domain's policy and generation ---------------------------------------------------------
+# -- a language policy and its generation -----------------------------------------------------------------------
 @runtime_checkable
 class LanguagePolicy(Protocol):
-    """The AutoResearch policy (``GRPOModule(policy=(model, tokenizer))``, else loaded from ``model.init_args.model``):
+    """A language policy (a module's ``policy=(model, tokenizer)``, else loaded from ``model.init_args.model``):
     a causal language model whose forward takes ``input_ids`` / ``attention_mask`` and returns ``.logits``
     ``[B, L, V]``."""
 
@@ -675,16 +550,16 @@ def missing_members(plugin: Any, protocol: type) -> str:
     """The members of ``protocol`` (a runtime-checkable Protocol) that ``plugin`` lacks, for the error that refuses
     it ("nothing" if none).
 
-    >>> missing_members(object(), EpisodeGrader)
-    'grade'
+    >>> missing_members(object(), Environment)
+    'source, step_many'
     """
     return ", ".join(sorted(name for name in _members(protocol) if name not in dir(plugin))) or "nothing"
 
 
 #: the optional capabilities a plug-in declares by listing them among its bases (:func:`declares`)
-CAPABILITIES: tuple[type, ...] = (ShowsStarter, LearnsFromAnchors, GradesTrajectories, BindsToPolicy,
-                                  ComparesWithStarter, ReportsMetrics, KnowsItsAgreement, KnowsContext,
-                                  LearnsFromDemonstrations)
+#: (each wing adds its own: ``wmrl.<wing>.contracts.CAPABILITIES``)
+CAPABILITIES: tuple[type, ...] = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, BindsToEnvironment,
+                                  ReportsMetrics, KnowsItsAgreement, KnowsContext)
 _undeclared: set[tuple[type, type]] = set()
 
 
@@ -706,7 +581,8 @@ def declares(plugin: Any, capability: type) -> bool:
         cls = type(plugin)
         warnings.warn(f"{cls.__module__}.{cls.__qualname__} has the members of {capability.__name__} "
                       f"({', '.join(sorted(_members(capability)))}) but does not declare it, so the kit does not use "
-                      f"them: add {capability.__name__} (from wmrl.types) to the class's bases", stacklevel=2)
+                      f"them: add {capability.__name__} (from {capability.__module__}) to the class's bases",
+                      stacklevel=2)
     return False
 
 
@@ -724,12 +600,11 @@ def _members(protocol: type) -> set[str]:
 __all__ = [
     # records
     "Basis", "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
-    # environments and world models, both domains
-    "Environment", "TaskEnvironment", "ShowsStarter", "WorldModel", "LearnsFromAnchors", "GradesTrajectories",
-    "BindsToPolicy", "ComparesWithStarter", "Checkpointable", "ReportsMetrics", "KnowsItsAgreement", "PlansSteps", "KnowsContext", "LanguageModelBackend",
-    "TaskGrader", "EpisodeGrader", "Simulator", "EpisodeWorldModel", "LearnsFromDemonstrations",
-    # policies, generation, data
-    "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason", "ChunkPolicy", "ClonesBehaviour", "DemonstrationData",
+    # environments and world models
+    "Environment", "WorldModel", "LearnsFromAnchors", "GradesTrajectories", "BindsToPolicy", "BindsToEnvironment",
+    "Checkpointable", "ReportsMetrics", "KnowsItsAgreement", "PlansSteps", "KnowsContext", "LanguageModelBackend",
+    # policies, generation
+    "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason",
     # what refuses a plug-in that lacks a member; which optional capabilities a plug-in declares
     "missing_members", "CAPABILITIES", "declares", "undeclared",
 ]

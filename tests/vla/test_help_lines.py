@@ -7,9 +7,9 @@ import inspect
 import pytest
 from docstring_parser import parse
 
-CONFIGURABLE = ["wmrl.vla.grpo:VLAGRPOModule", "wmrl.vla.data.lerobot:LeRobotVLADataModule",
-                "wmrl.vla.simulator:PushTSimulator", "wmrl.vla.progress_world_model:ProgressWorldModel",
-                "wmrl.vla.policy:ACTChunkPolicy", "wmrl.vla.policy:SmolVLAChunkPolicy",
+CONFIGURABLE = ["wmrl.vla.module:VLAGRPOModule", "wmrl.vla.datamodule.lerobot:LeRobotVLADataModule",
+                "wmrl.vla.simulators.pusht:PushTSimulator", "wmrl.vla.world_models.progress:ProgressWorldModel",
+                "wmrl.vla.policies.chunk:ACTChunkPolicy", "wmrl.vla.policies.chunk:SmolVLAChunkPolicy",
                 "wmrl.vla.warm_start:BehaviourCloningWarmStart"]
 
 

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
                     reason="LIBERO (hf-libero) is installed here: the missing-package error cannot occur")
 def test_libero_config_fails_with_an_error_naming_the_missing_package(tmp_path, monkeypatch):
     from wmrl.cli import lightning_cli
-    from wmrl.vla.libero import LiberoSimulator
     from wmrl.vla.requirements import MissingVLADependency
+    from wmrl.vla.simulators.libero import LiberoSimulator
 
     monkeypatch.chdir(tmp_path)
     cli = lightning_cli(["-c", str(ROOT / "configs/vla/pusht_gpu.yaml"), "-c", str(ROOT / "configs/vla/libero_gpu.yaml"),
@@ -32,7 +32,7 @@ def test_libero_config_fails_with_an_error_naming_the_missing_package(tmp_path, 
 
 
 def test_libero_simulator_configuration_errors_name_the_key():
-    from wmrl.vla.libero import LiberoSimulator
+    from wmrl.vla.simulators.libero import LiberoSimulator
 
     with pytest.raises(ValueError, match=r"model.init_args.simulator.init_args.suite must be one of .*libero_10"):
         LiberoSimulator(suite="libero_long")

@@ -2,7 +2,7 @@
 rollout seed has the rank term and its steps get the missing-reward check."""
 
 from wmrl.modules.base import RLModule
-from wmrl.vla.grpo import VLAGRPOModule
+from wmrl.vla.module import VLAGRPOModule
 
 
 def test_the_vla_module_uses_the_shared_training_step():

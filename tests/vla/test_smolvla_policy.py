@@ -21,7 +21,7 @@ TINY = {"chunk_size": 4, "n_action_steps": 2, "dim_model": 32, "n_heads": 4,
 
 
 def observations(count: int, seed: int = 0):
-    from wmrl.vla.policy import observation_batch
+    from wmrl.vla.policies.chunk import observation_batch
 
     generator = torch.Generator().manual_seed(seed)
     return observation_batch(torch.rand(count, 2, generator=generator) * 512,
@@ -30,14 +30,14 @@ def observations(count: int, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def policy():
-    from wmrl.vla.policy import SmolVLAChunkPolicy
+    from wmrl.vla.policies.chunk import SmolVLAChunkPolicy
 
     torch.manual_seed(0)
     return SmolVLAChunkPolicy(**TINY).build()
 
 
 def test_tiny_smolvla_is_built_locally_and_samples_action_chunks(policy):
-    from wmrl.types import ChunkPolicy
+    from wmrl.vla.contracts import ChunkPolicy
 
     assert type(policy.policy).__name__ == "SmolVLAPolicy"
     assert isinstance(policy, ChunkPolicy) and type(policy).__name__ == "SmolVLAChunkPolicy"
@@ -91,8 +91,8 @@ def test_a_positive_advantage_lowers_that_samples_loss(policy):
 def test_vlm_weights_load_from_a_local_checkpoint_directory(tmp_path):
     from safetensors.torch import load_file
 
-    from wmrl.vla.policy import SmolVLAChunkPolicy
-    from wmrl.vla.smolvlm import write_tiny_smolvlm
+    from wmrl.vla.policies.chunk import SmolVLAChunkPolicy
+    from wmrl.vla.policies.smolvlm import write_tiny_smolvlm
 
     checkpoint = write_tiny_smolvlm(tmp_path / "smolvlm", hidden_size=32, intermediate_size=64, num_layers=2,
                                     num_heads=4, weights=True, seed=7)
@@ -107,8 +107,8 @@ def test_vlm_weights_load_from_a_local_checkpoint_directory(tmp_path):
 
 
 def test_smolvla_configuration_errors_name_the_key():
-    from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import SmolVLAChunkPolicy
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.policies.chunk import SmolVLAChunkPolicy
 
     with pytest.raises(ValueError, match=r"model.init_args.kl_coef must be 0 for model.init_args.policy "
                                          r"SmolVLAChunkPolicy"):
@@ -133,5 +133,5 @@ def test_pusht_smolvla_quickstart_config_runs_and_reports_heldout_success(tmp_pa
     assert {"heldout/success", "anchor/real_success", "debias/pairs", "sft/loss"} <= {
         k for row in rows for k, v in row.items() if v != ""}
     checkpoint = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    assert checkpoint["hyper_parameters"]["policy"]["class_path"] == "wmrl.vla.policy.SmolVLAChunkPolicy"
+    assert checkpoint["hyper_parameters"]["policy"]["class_path"] == "wmrl.vla.policies.chunk.SmolVLAChunkPolicy"
     assert any("lm_expert" in name for name in checkpoint["state_dict"])

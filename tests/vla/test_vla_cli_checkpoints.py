@@ -27,8 +27,7 @@ def shortened(where: Path) -> Path:
     for callback in settings["trainer"]["callbacks"]:
         if callback["class_path"].endswith("BehaviourCloningWarmStart"):
             callback["init_args"]["steps"] = 60
-        if callback["class_path"].endswith("ModelCheckpoint"):
-            callback["init_args"]["every_n_train_steps"] = 1
+    settings["checkpoint_every"] = 1
     path = where / "pusht_short.yaml"
     path.write_text(yaml.safe_dump(settings, sort_keys=False))
     return path
@@ -129,7 +128,7 @@ def test_every_shipped_vla_config_saves_hyperparameters_that_ckpt_path_reads(con
     args = [*composed(config), "--trainer.accelerator=cpu", f"--trainer.default_root_dir={tmp_path}"]
     cli = lightning_cli(args, run=False)
     hparams = dict(cli.model.hparams)
-    assert hparams["_class_path"] == "wmrl.vla.grpo.VLAGRPOModule"
+    assert hparams["_class_path"] == "wmrl.vla.module.VLAGRPOModule"
     assert isinstance(hparams["policy"], dict) and "simulator" not in hparams
     buffer = io.BytesIO()
     torch.save({"hyper_parameters": hparams}, buffer)

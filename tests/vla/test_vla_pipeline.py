@@ -15,7 +15,7 @@ pytestmark = pytest.mark.lerobot
 
 def test_episodes_round_trip_through_a_local_lerobot_dataset_and_append(tmp_path):
     from wmrl.vla.dataset import load_dataset, read_episodes, write_episodes
-    from wmrl.vla.simulator import PushTSimulator, ScriptedController
+    from wmrl.vla.simulators.pusht import PushTSimulator, ScriptedController
 
     simulator = PushTSimulator(max_episode_steps=30, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
     frames: list = []
@@ -40,8 +40,8 @@ def test_episodes_round_trip_through_a_local_lerobot_dataset_and_append(tmp_path
 
 
 def test_simulator_shaped_reward_is_a_perfect_progress_models_and_success_stays_the_default():
-    from wmrl.vla.reward_model import frame_indices, shaped_reward
-    from wmrl.vla.simulator import PushTSimulator, ScriptedController
+    from wmrl.vla.simulators.pusht import PushTSimulator, ScriptedController
+    from wmrl.vla.world_models.reward_model import frame_indices, shaped_reward
 
     settings = dict(max_episode_steps=40, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
     sparse, shaped = PushTSimulator(**settings), PushTSimulator(**settings, reward="shaped")
@@ -61,8 +61,8 @@ def test_simulator_shaped_reward_is_a_perfect_progress_models_and_success_stays_
 
 
 def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_the_chunk_closer():
-    from wmrl.types import ChunkPolicy
-    from wmrl.vla.policy import ACTChunkPolicy, observation_batch
+    from wmrl.vla.contracts import ChunkPolicy
+    from wmrl.vla.policies.chunk import ACTChunkPolicy, observation_batch
 
     torch.manual_seed(0)
     policy = ACTChunkPolicy(chunk_size=4, n_action_steps=2).build()
@@ -84,9 +84,9 @@ def test_act_per_sample_loss_is_the_gaussian_nll_and_a_positive_advantage_pulls_
 
 
 def test_bad_configuration_names_the_key_and_the_fix():
-    from wmrl.vla.data.lerobot import LeRobotVLADataModule
-    from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.simulator import PushTSimulator
+    from wmrl.vla.datamodule.lerobot import LeRobotVLADataModule
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.simulators.pusht import PushTSimulator
 
     with pytest.raises(ValueError, match=r"model.init_args.group_size must be >= 2.*set that"):
         VLAGRPOModule(group_size=1)
@@ -146,7 +146,7 @@ def test_progress_world_model_learns_the_demonstrations_recorded_reward_and_anch
     """``label: reward`` trains on the demonstrations' dense reward; an anchor's label is its sparse success alone
     (time progress if it succeeded, else 0), never the dense reward the simulator computed for it."""
     from wmrl.vla.episode import Episode
-    from wmrl.vla.progress_world_model import ProgressWorldModel
+    from wmrl.vla.world_models.progress import ProgressWorldModel
 
     def episode(success: bool, reward: list[float]) -> Episode:
         steps = len(reward)
@@ -169,9 +169,9 @@ def test_progress_world_model_learns_the_demonstrations_recorded_reward_and_anch
 def test_noisy_held_out_episodes_are_reproducible_and_leave_the_noise_free_ones_alone():
     """``eval_noisy_episodes`` adds the Gaussian policy's success per state, from its own seeded generator: two
     evaluations agree, and the noise-free episodes are those of an evaluation without it."""
-    from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import ACTChunkPolicy
-    from wmrl.vla.simulator import PushTSimulator
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.policies.chunk import ACTChunkPolicy
+    from wmrl.vla.simulators.pusht import PushTSimulator
 
     torch.manual_seed(0)
     simulator = PushTSimulator(max_episode_steps=15, success_threshold=0.85, max_offset=25.0, max_angle=0.25)

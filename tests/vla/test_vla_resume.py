@@ -20,12 +20,12 @@ SIMULATOR = {"max_episode_steps": 40, "success_threshold": 0.85, "initial_states
 
 def build(run_dir, demos_root):
     from wmrl.callbacks import AnchorRouting, InverseVarianceDenoising, OnlineDebiasing, WorldModelReward
-    from wmrl.vla.data.lerobot import LeRobotVLADataModule
-    from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import ACTChunkPolicy
-    from wmrl.vla.progress_world_model import ProgressWorldModel
-    from wmrl.vla.simulator import PushTSimulator
+    from wmrl.vla.datamodule.lerobot import LeRobotVLADataModule
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.policies.chunk import ACTChunkPolicy
+    from wmrl.vla.simulators.pusht import PushTSimulator
     from wmrl.vla.warm_start import BehaviourCloningWarmStart
+    from wmrl.vla.world_models.progress import ProgressWorldModel
 
     world_model = ProgressWorldModel(chunk_size=4, hidden=32, train_steps=30, refresh_every=4, refresh_steps=5,
                                      batch_size=64, seed=0)

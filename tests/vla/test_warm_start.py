@@ -29,17 +29,17 @@ class PolicyAtTrainStart(pl.Callback):
 
 
 def untrained_policy():
-    from wmrl.vla.policy import ACTChunkPolicy
+    from wmrl.vla.policies.chunk import ACTChunkPolicy
 
     torch.manual_seed(0)
     return ACTChunkPolicy(**POLICY).build()
 
 
 def fit(run_dir, demos_root, warm_start, policy_instance, max_steps=1, ckpt_path=None):
-    from wmrl.vla.data.lerobot import LeRobotVLADataModule
-    from wmrl.vla.grpo import VLAGRPOModule
-    from wmrl.vla.policy import ACTChunkPolicy
-    from wmrl.vla.simulator import PushTSimulator
+    from wmrl.vla.datamodule.lerobot import LeRobotVLADataModule
+    from wmrl.vla.module import VLAGRPOModule
+    from wmrl.vla.policies.chunk import ACTChunkPolicy
+    from wmrl.vla.simulators.pusht import PushTSimulator
 
     pl.seed_everything(0)
     module = VLAGRPOModule(simulator=PushTSimulator(**SIMULATOR), policy=ACTChunkPolicy(**POLICY), group_size=2,

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.lerobot
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
-    from wmrl.vla.progress_world_model import ProgressWorldModel
-    from wmrl.vla.simulator import PushTSimulator, ScriptedController
+    from wmrl.vla.simulators.pusht import PushTSimulator, ScriptedController
+    from wmrl.vla.world_models.progress import ProgressWorldModel
 
     simulator = PushTSimulator(max_episode_steps=100, success_threshold=0.85, max_offset=25.0, max_angle=0.25)
     demonstrations = simulator.play(range(100_000, 100_030), ScriptedController(seed=0))
@@ -53,7 +53,7 @@ def test_calibrated_reward_is_closer_to_real_success_than_the_raw_one_on_heldout
 
 
 def test_an_anti_correlated_world_model_is_detected(scored, caplog):
-    from wmrl.vla.progress_world_model import ProgressWorldModel
+    from wmrl.vla.world_models.progress import ProgressWorldModel
 
     # the pretrained reward model, loaded from its local file, served backwards
     inverted = ProgressWorldModel(chunk_size=4, checkpoint=str(scored["checkpoint"]), invert=True)

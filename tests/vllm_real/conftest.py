@@ -107,7 +107,7 @@ def new_policy(checkpoint):
 def quickstart_prompt(suite):
     """``quickstart_prompt(tokenizer, task_id)``: a task's first-turn prompt as the quickstart builds it (system
     prompt, task card, the starter's head prefilled into the assistant turn), as token ids."""
-    from wmrl.rollout.agent import AgentLoop, AgentSettings
+    from wmrl.autoresearch.agent import AgentLoop, AgentSettings
 
     def make(tokenizer, task_id: str = "penguin_species") -> list[int]:
         task = suite.get(task_id)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from test_vllm_world_model import SCORE_TOLERANCE, requests
 
-from wmrl.autoresearch.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel
+from wmrl.autoresearch.world_models.lm import OUTCOME_CLASSES, LMWorldModel
 from wmrl.generation.hf_world_model import HFWorldModelBackend
 from wmrl.generation.served_world_model import ServedWorldModelBackend
 from wmrl.types import Source, Status

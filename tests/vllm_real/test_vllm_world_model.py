@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from wmrl.autoresearch.environments.lm_world_model import OUTCOME_CLASSES, LMWorldModel
+from wmrl.autoresearch.world_models.lm import OUTCOME_CLASSES, LMWorldModel
 from wmrl.generation.engine import SamplingParams
 from wmrl.generation.vllm import VLLMGenerationEngine
 from wmrl.generation.vllm_world_model import VLLMWorldModelBackend

@@ -1,4 +1,4 @@
-"""The VLA policy-gradient losses, pure: an action-chunk Gaussian policy ``N(mean, std^2)`` per action dimension.
+"""Policy-gradient losses of an action-chunk policy, pure: a Gaussian policy ``N(mean, std^2)`` per action dimension.
 
 GRPO on a continuous policy with one update per rollout batch (the PPO ratio is 1, so clipping never binds) is
 the advantage-weighted negative log-likelihood of the executed actions; the KL to the SFT reference, both policies

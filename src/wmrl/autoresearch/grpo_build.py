@@ -11,9 +11,10 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from wmrl.autoresearch.agent import AgentLoop, AgentSettings
+from wmrl.autoresearch.contracts import TaskEnvironment
 from wmrl.models import LoraSettings
-from wmrl.rollout.agent import AgentLoop, AgentSettings
-from wmrl.types import GenerationEngine, TaskEnvironment, missing_members
+from wmrl.types import GenerationEngine, missing_members
 
 #: how the module builds its generation engine from the policy and its tokenizer (a ``class_path`` whose first two
 #: arguments are those, e.g. :class:`wmrl.generation.vllm.VLLMGenerationEngine`)
@@ -29,16 +30,6 @@ def policy_pair(model: str, lora: LoraSettings | None, dtype: str, given: tuple 
     return load_policy(model, lora, dtype=dtype)
 
 
-def frozen_reference(policy: Any, uses_lora: bool, kl_coef: float) -> list | None:
-    """The KL reference of a fully trained policy: a frozen copy, in a list (not a submodule, not in checkpoints).
-    ``None`` when a LoRA policy is its own reference (the adapter disabled) or there is no KL term."""
-    if kl_coef > 0 and not uses_lora:
-        from wmrl.models import frozen_copy
-
-        return [frozen_copy(policy)]
-    return None
-
-
 def real_environment(environment: Any) -> TaskEnvironment:
     """``model.init_args.environment``, checked; ``None``: the process sandbox over the shipped task suite."""
     if environment is None:
@@ -46,7 +37,7 @@ def real_environment(environment: Any) -> TaskEnvironment:
 
         environment = SandboxEnvironment()
     if not isinstance(environment, TaskEnvironment):
-        raise TypeError(f"model.init_args.environment must be a wmrl.types.TaskEnvironment (source, step_many, "
+        raise TypeError(f"model.init_args.environment must be a wmrl.autoresearch.contracts.TaskEnvironment (source, step_many, "
                         f"prompt); {type(environment).__name__} lacks "
                         f"{missing_members(environment, TaskEnvironment)}")
     return environment

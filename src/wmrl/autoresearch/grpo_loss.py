@@ -1,13 +1,16 @@
-"""The token-level GRPO loss of one micro-batch of `GRPOModule`'s update, and the micro-batches themselves.
+"""The token-level GRPO loss of one micro-batch of `GRPOModule`'s update, its settings, its KL reference, and the
+micro-batches themselves.
 
 Rollouts stay on the CPU for the callbacks; each micro-batch goes to the policy's device, is cut to the window
 the loss reads (from the first response token of any row: logits at ``p - 1`` predict the token at ``p``), and
 runs the policy once (with ``share_prefix``, each prompt once: :func:`wmrl.models.kv.causal_lm_logits`). The KL
-reference is the policy with its LoRA adapter disabled, or the frozen copy of a fully trained policy.
+reference (:class:`Reference`) is the policy with its LoRA adapter disabled, or a frozen copy of a fully trained
+policy. The loss itself is :func:`wmrl.algorithms.grpo.grpo_loss`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,6 +21,64 @@ from wmrl.models.kv import causal_lm_logits, positions_run, prompt_micro_batches
 from wmrl.types import RolloutBatch
 
 
+@dataclass(frozen=True)
+class LossSettings:
+    """What the loss of a micro-batch reads from the module's settings (``model.init_args``).
+
+    Attributes:
+        temperature: the sampling temperature the log-probs are taken at (the behaviour policy's).
+        clip_eps: the surrogate's clip range.
+        kl_coef: the weight of the KL to the reference (0: no reference pass).
+        entropy_coef: the weight of the entropy bonus (0: no entropy).
+        aggregation: how token losses become the step's loss (``loss_aggregation``).
+        max_tokens: the response tokens a rollout can hold (``max_new_tokens x max_turns``), for the fixed
+            normaliser of ``seq-mean-token-sum-norm``.
+        share_prefix: each prompt runs once per micro-batch.
+    """
+
+    temperature: float
+    clip_eps: float
+    kl_coef: float
+    entropy_coef: float
+    aggregation: str
+    max_tokens: int
+    share_prefix: bool
+
+    @classmethod
+    def of(cls, hparams: Any) -> LossSettings:
+        """The settings of a :class:`~wmrl.autoresearch.module.GRPOModule`'s saved hyperparameters."""
+        return cls(temperature=hparams.temperature, clip_eps=hparams.clip_eps, kl_coef=hparams.kl_coef,
+                   entropy_coef=hparams.entropy_coef, aggregation=hparams.loss_aggregation,
+                   max_tokens=hparams.max_new_tokens * hparams.max_turns, share_prefix=hparams.share_prefix)
+
+
+class Reference:
+    """The KL reference: the policy itself with its LoRA adapter disabled, or, for a fully trained policy, a frozen
+    copy made at the start (held here, not as a submodule: it is in no checkpoint and no optimizer)."""
+
+    def __init__(self, policy: Any, uses_lora: bool) -> None:
+        self.policy = policy
+        self.frozen = None
+        if not uses_lora:
+            from wmrl.models import frozen_copy
+
+            self.frozen = frozen_copy(policy)
+
+    @torch.no_grad()
+    def logprobs(self, ids: torch.Tensor, attention: torch.Tensor, window: slice, keep: int, settings: LossSettings,
+                 autocast: torch.dtype | None = None) -> torch.Tensor:
+        """The reference's log-probs of the window's tokens."""
+        if self.frozen is None:
+            from wmrl.models import reference_mode
+
+            with reference_mode(self.policy) as reference, precision.autocast(reference, autocast):
+                logits = causal_lm_logits(reference, ids, attention, keep, share_prefix=settings.share_prefix)
+        else:
+            with precision.autocast(self.frozen, autocast):
+                logits = causal_lm_logits(self.frozen, ids, attention, keep, share_prefix=settings.share_prefix)
+        return token_logprobs(logits, ids[:, window], temperature=settings.temperature)
+
+
 def micro_batches(batch: RolloutBatch, rows: list[int], size: int, share_prefix: bool) -> list[list[int]]:
     """The update's micro-batches of ``rows``: rows sharing a prompt together (``share_prefix``), else in order."""
     if share_prefix:  # each micro-batch runs its prompt once
@@ -25,11 +86,12 @@ def micro_batches(batch: RolloutBatch, rows: list[int], size: int, share_prefix:
     return [rows[start : start + size] for start in range(0, len(rows), size)]
 
 
-def micro_batch_loss(policy: Any, frozen: list | None, batch: RolloutBatch, rows: list[int], mask: torch.Tensor,
-                     normaliser: float, max_tokens: int, hp: Any, device: torch.device,
+def micro_batch_loss(policy: Any, reference: Reference | None, batch: RolloutBatch, rows: list[int],
+                     mask: torch.Tensor, normaliser: float, settings: LossSettings, device: torch.device,
                      autocast: torch.dtype | None = None) -> tuple[GRPOLossOutput, int]:
-    """The loss of ``rows`` (``hp``: the module's hyperparameters) and the token positions its passes compute; the
-    forward passes under ``autocast`` (:func:`wmrl.models.precision.autocast`; ``None``: the model's own dtype)."""
+    """The loss of ``rows`` (``mask``: the step's loss mask, ``normaliser``: the step's aggregation normaliser;
+    ``reference``: ``None`` without a KL term) and the token positions its passes compute; the forward passes under
+    ``autocast`` (:func:`wmrl.models.precision.autocast`; ``None``: the model's own dtype)."""
     ids = batch.input_ids[rows].to(device)
     attention = batch.attention_mask[rows].to(device)
     length = int(attention.sum(1).max())
@@ -38,12 +100,13 @@ def micro_batch_loss(policy: Any, frozen: list | None, batch: RolloutBatch, rows
     first = int(window_mask.float().argmax(1)[window_mask.any(1)].min())
     window = slice(first - 1, length)  # logits at p-1 predict the token at p
     keep = length - first + 1
-    positions = positions_run(ids, attention, keep, hp.share_prefix)  # what this pass computes (the floor's)
+    positions = positions_run(ids, attention, keep, settings.share_prefix)  # what this pass computes (the floor's)
     with precision.autocast(policy, autocast):
-        logits = causal_lm_logits(policy, ids, attention, keep, share_prefix=hp.share_prefix)
-    logprobs = token_logprobs(logits, ids[:, window], temperature=hp.temperature)
-    entropy = entropy_from_logits(logits, temperature=hp.temperature) if hp.entropy_coef > 0 else None
-    ref = reference_logprobs(policy, frozen, ids, attention, window, keep, hp, autocast) if hp.kl_coef > 0 else None
+        logits = causal_lm_logits(policy, ids, attention, keep, share_prefix=settings.share_prefix)
+    logprobs = token_logprobs(logits, ids[:, window], temperature=settings.temperature)
+    entropy = entropy_from_logits(logits, temperature=settings.temperature) if settings.entropy_coef > 0 else None
+    use_reference = reference is not None and settings.kl_coef > 0
+    ref = reference.logprobs(ids, attention, window, keep, settings, autocast) if use_reference else None
     out = grpo_loss(
         logprobs,
         batch.old_logprobs[rows][:, window].to(device),
@@ -51,26 +114,11 @@ def micro_batch_loss(policy: Any, frozen: list | None, batch: RolloutBatch, rows
         batch.advantages[rows].to(device),
         window_mask[:, window],
         entropy,
-        clip_eps=hp.clip_eps,
-        kl_coef=hp.kl_coef,
-        entropy_coef=hp.entropy_coef,
-        mode=hp.loss_aggregation,
+        clip_eps=settings.clip_eps,
+        kl_coef=settings.kl_coef,
+        entropy_coef=settings.entropy_coef,
+        mode=settings.aggregation,
         normaliser=normaliser,
-        max_tokens=max_tokens,
+        max_tokens=settings.max_tokens,
     )
     return out, positions
-
-
-@torch.no_grad()
-def reference_logprobs(policy: Any, frozen: list | None, ids: torch.Tensor, attention: torch.Tensor, window: slice,
-                       keep: int, hp: Any, autocast: torch.dtype | None = None) -> torch.Tensor:
-    """The reference's log-probs of the window's tokens: the LoRA policy with its adapter off, else ``frozen[0]``."""
-    if frozen is None:
-        from wmrl.models import reference_mode
-
-        with reference_mode(policy) as reference, precision.autocast(reference, autocast):
-            logits = causal_lm_logits(reference, ids, attention, keep, share_prefix=hp.share_prefix)
-    else:
-        with precision.autocast(frozen[0], autocast):
-            logits = causal_lm_logits(frozen[0], ids, attention, keep, share_prefix=hp.share_prefix)
-    return token_logprobs(logits, ids[:, window], temperature=hp.temperature)

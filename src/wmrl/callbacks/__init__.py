@@ -1,10 +1,10 @@
-"""The WMRL hooks as Lightning callbacks (importing this package never imports transformers/vllm/lerobot).
+"""The WMRL hooks as Lightning callbacks (importing this package imports no model or simulator library).
 
-    trainer.callbacks = [AnchorRouting(0.1, floor=2), WorldModelReward(LMWorldModel()),
+    trainer.callbacks = [AnchorRouting(0.1, floor=2), WorldModelReward(world_model),
                          OnlineDebiasing(min_pairs=200, refit_every=64), InverseVarianceDenoising()]
 
-With none of them the module is real-execution GRPO; each ablation of the paper is a subset (see
-``configs/autoresearch/``).
+With none of them the module is real-execution GRPO; each ablation of the paper is a subset (a config file of
+ablation overlays).
 """
 
 from wmrl.callbacks.base import RLCallback

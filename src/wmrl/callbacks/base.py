@@ -1,10 +1,14 @@
-"""`RLCallback`: a Lightning callback with the four typed RL hooks, dispatched by the RL modules.
+"""`RLCallback`: a Lightning callback with the five typed RL hooks, dispatched by the RL modules.
 
 The module calls the hooks in this fixed order each training step (a golden test asserts it)::
 
-    on_rollout_plan -> (rollout) -> on_rollout_end -> on_rewards -> (advantages) -> on_advantages -> (loss)
+    on_rollout_plan -> (rollout) -> on_rollout_end -> on_calibrate -> on_rewards -> (advantages) -> on_advantages
+        -> (loss)
 
-Within a hook, callbacks run in the order of ``trainer.callbacks``. Callbacks talk only through the typed
+Within a hook, callbacks run in the order of ``trainer.callbacks``; between hooks the order is the hooks' own, so
+what one correction hands the next goes through the hook order, never through the order of the callbacks list: a
+calibration (``on_calibrate``) always sees the environment's rewards, before any reward term is added
+(``on_rewards``), and the weighting (``on_advantages``) sees what both did. Callbacks talk only through the typed
 ``RolloutPlan`` / ``RolloutBatch`` (editing the documented fields in place), never through trainer attributes.
 
 A callback with state (``state_dict`` / ``load_state_dict``) keeps it in checkpoints under its ``state_key``: its
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RL_HOOKS = ("on_rollout_plan", "on_rollout_end", "on_rewards", "on_advantages")
+RL_HOOKS = ("on_rollout_plan", "on_rollout_end", "on_calibrate", "on_rewards", "on_advantages")
 
 
 class RLCallback(Callback):
@@ -41,11 +45,25 @@ class RLCallback(Callback):
     def on_rollout_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         """After rollouts: the outcomes, raw rewards and their sources."""
 
+    def on_calibrate(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
+        """Before the reward terms: may map the world-model rewards onto the real ones (``batch.wm_calibrated``, and
+        the world-model rows of ``batch.rewards``), learning from the anchors' pairs; ``batch.rewards`` still holds
+        the environment's rewards. A run whose callbacks override this hook has ``batch.corrections.calibrating``
+        set (the module sets it before the hook)."""
+
     def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
-        """Before advantages: may rewrite ``batch.rewards`` / ``batch.graded`` in place (e.g. calibration)."""
+        """Before advantages: may rewrite ``batch.rewards`` / ``batch.graded`` in place (e.g. reward terms)."""
 
     def on_advantages(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         """After group normalisation: may rescale ``batch.advantages`` in place (e.g. denoising weights)."""
+
+
+def overrides(hook: str, trainer: pl.Trainer) -> bool:
+    """Whether a :class:`RLCallback` of the trainer implements ``hook`` (overrides the base class's no-op, as
+    Lightning asks of its own hooks)."""
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+
+    return any(isinstance(c, RLCallback) and is_overridden(hook, c, RLCallback) for c in trainer.callbacks)
 
 
 def dispatch(hook: str, trainer: pl.Trainer, pl_module: pl.LightningModule, payload) -> None:

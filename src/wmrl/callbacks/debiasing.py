@@ -1,13 +1,13 @@
 """`OnlineDebiasing`: calibrate world-model rewards against the anchors with a monotone (isotonic) map.
 
-Each step (``on_rewards``, before advantages) it pushes the step's anchor pairs ``(r_wm, r_real)`` (gathered
+Each step (``on_calibrate``, before any reward term and before advantages) it pushes the step's anchor pairs ``(r_wm, r_real)`` (gathered
 from every rank) into a FIFO buffer (cap 5000), refits the map when due (identity until ``min_pairs`` pairs,
 then every ``refit_every`` new pairs; :mod:`wmrl.algorithms.debias`), and passes every world-model reward of the
 batch through the map. Anchor groups keep their real rewards. Pairs are pushed and the map refitted *before*
 the denoiser measures disagreement (``on_advantages`` comes later); the batch says a calibration ran
-(``batch.corrections.calibrating``), so the denoiser compares the calibrated rewards. Rewards already shaped by
-``RewardTerms`` (``batch.corrections.shaped``: it came first in ``trainer.callbacks``) are refused with an error:
-the pairs must be the environment's rewards.
+(``batch.corrections.calibrating``), so the denoiser compares the calibrated rewards. The pairs are the
+environment's rewards: reward terms (``RewardTerms``) are added in ``on_rewards``, after every calibration,
+wherever they stand in ``trainer.callbacks``.
 
 When the anchors' rank correlation with the world model is <= 0 the world model ranks rollouts no better
 than chance (or backwards): the map goes flat, world-model groups then carry no gradient, and this callback
@@ -208,11 +208,7 @@ class OnlineDebiasing(RLCallback):
         with path.open("a") as f:
             f.write(json.dumps(snapshot) + "\n")
 
-    def on_rewards(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
-        if batch.corrections.shaped:
-            raise ValueError("trainer.callbacks: RewardTerms must come after OnlineDebiasing (the calibration pairs "
-                             "are the environment's rewards, not the shaped ones): move it to the end of the list")
-        batch.corrections.calibrating = True  # the denoiser compares ``wm_calibrated`` with the real rewards
+    def on_calibrate(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
         anchor = batch.is_real & batch.graded & ~torch.isnan(batch.wm_rewards)
         rank = float(rank_of(trainer))
         local = torch.stack(

@@ -58,8 +58,8 @@ class VarianceFusion(RLCallback):
         per_sample_variance: also weigh each world-model row by the world model's own predicted variance of its
             reward (``Outcome.variance`` of the trajectory's best turn), relative to the step's other world-model
             rows (:func:`~wmrl.algorithms.fusion.certainty_weights`): the stream's total share stays the measured
-            agreement's, the rows it predicts surely get more of it. Rows without a variance (the VLA world models
-            give none) weigh alike.
+            agreement's, the rows it predicts surely get more of it. Rows without a variance (a world model that
+            gives none) weigh alike.
         prior_dof: the most degrees of freedom a world model's own measured agreement (before the run) counts as
             (16: about five anchor groups of four); 0 ignores it.
     """

@@ -33,8 +33,8 @@ class StepProgressBar(RichProgressBar):
 @runtime_checkable
 class EvaluationHistory(Protocol):
     """A module that keeps its held-out evaluations as ``(when, summary)`` pairs: ``when`` is ``"start"`` or
-    ``"step N"``, ``summary`` a dict of named values (the LLM module: score, valid rate...) or one number (the VLA
-    module: success rate). Both wmrl modules do."""
+    ``"step N"``, ``summary`` a dict of named values (score, valid rate...) or one number (a success rate). Both wmrl
+    modules do."""
 
     eval_history: list[tuple[str, Any]]
 

@@ -9,11 +9,10 @@ trajectory, real or world-model, ``reward <- reward + sum_k w_k fn_k(trajectory)
 infrastructure failure) stays missing, and a term that returns ``None`` or a non-finite value adds nothing and
 is counted (``reward_terms/<name>_missing``). The mean of each term is logged (``reward_terms/<name>``).
 
-It runs in ``on_rewards`` and must come after ``OnlineDebiasing`` in ``trainer.callbacks``: the calibration pairs
-are the environment's rewards, never the shaped ones. It marks the batch as shaped (``batch.corrections.shaped``)
-and ``OnlineDebiasing`` refuses a shaped batch, so the wrong order stops the first step with an error. The terms
-are added to the calibrated world-model rewards of the anchor rows too, so ``InverseVarianceDenoising`` compares
-like with like.
+It runs in ``on_rewards``, which comes after every calibration (``on_calibrate``), wherever the two stand in
+``trainer.callbacks``: the calibration pairs are the environment's rewards, never the shaped ones. The terms are
+added to the calibrated world-model rewards of the anchor rows too, so ``InverseVarianceDenoising`` compares like
+with like.
 """
 
 from __future__ import annotations
@@ -90,7 +89,6 @@ class RewardTerms(RLCallback):
             metrics[f"reward_terms/{name}"] = sum(values) / len(values) if values else math.nan
             metrics[f"reward_terms/{name}_missing"] = float(missing)
         graded = batch.graded.bool()
-        batch.corrections.shaped = True
         batch.rewards[graded] += totals[graded]
         calibrated = graded & torch.isfinite(batch.wm_calibrated)
         batch.wm_calibrated[calibrated] += totals[calibrated]

@@ -1,14 +1,15 @@
 """`WorldModelReward`: the world model serves the non-anchor groups and side-grades every anchor trajectory.
 
-At ``setup`` it binds the world model to the policy (``LMWorldModel(model="policy")``: the agent's own frozen
-base, LoRA disabled, as in the paper) and registers it with the module as the ``"world_model"`` environment,
-which ``AnchorRouting`` routes groups to. After the rollout (``on_rollout_end``) it asks the world model about
-every turn of every anchor trajectory, with the same history the agent had, and writes the trajectory-level
+At ``setup`` it binds the world model to the policy (a :class:`~wmrl.types.BindsToPolicy` world model: the
+policy's own frozen base, LoRA disabled, as in the paper) and to the real environment (a
+:class:`~wmrl.types.BindsToEnvironment` one), and registers it with the module as the ``"world_model"``
+environment, which ``AnchorRouting`` routes groups to. After the rollout (``on_rollout_end``) it asks the world model about
+every turn of every anchor trajectory, with the same history the policy had, and writes the trajectory-level
 world-model reward (max over turns, like the real one) into ``batch.wm_rewards``: the (r_wm, r_real) pairs
 that ``OnlineDebiasing`` calibrates on and ``InverseVarianceDenoising`` measures disagreement with.
 
-A world model that learns (``observe(requests, outcomes, gather)``, e.g. :class:`~wmrl.autoresearch.environments.learned.
-LearnedWorldModel`) then gets every anchor turn's real outcome, after the side-grading, so the pairs stay
+A world model that learns (a :class:`~wmrl.types.LearnsFromAnchors` one: ``observe(requests, outcomes, gather)``)
+then gets every anchor turn's real outcome, after the side-grading, so the pairs stay
 out-of-sample; its learned state is checkpointed with this callback.
 
 Logged: ``time/world_model`` (side-grading and learning included), ``world_model/parse_failures`` and
@@ -28,14 +29,13 @@ import torch
 from wmrl.callbacks.base import RLCallback, gather_rows
 from wmrl.types import (
     Basis,
+    BindsToEnvironment,
     BindsToPolicy,
     Checkpointable,
-    ComparesWithStarter,
     Environment,
     GradesTrajectories,
     LearnsFromAnchors,
     ReportsMetrics,
-    ShowsStarter,
     declares,
 )
 
@@ -63,10 +63,10 @@ class WorldModelReward(RLCallback):
     """Serve non-anchor groups with ``world_model`` and side-grade every anchor trajectory with it.
 
     Args:
-        world_model: the world-model environment (``wmrl.autoresearch.environments.lm_world_model.LMWorldModel`` or any object
-            with ``source`` and ``step_many``; ``bind(policy, tokenizer)`` is called when present). A world model
-            with ``grade_trajectories(trajectories) -> [reward | None]`` side-grades whole trajectories instead
-            of turns (the VLA path's progress model, :class:`wmrl.vla.progress_world_model.ProgressWorldModel`).
+        world_model: the world-model environment (any object with ``source`` and ``step_many``; ``bind(policy,
+            tokenizer)`` is called when it declares :class:`~wmrl.types.BindsToPolicy`). A world model with
+            ``grade_trajectories(trajectories) -> [reward | None]`` (:class:`~wmrl.types.GradesTrajectories`)
+            side-grades whole trajectories instead of turns (e.g. a progress model of embodied episodes).
         side_grade: grade anchor trajectories with the world model too (needed by both corrections).
     """
 
@@ -87,8 +87,8 @@ class WorldModelReward(RLCallback):
         if declares(self.world_model, BindsToPolicy):
             self.world_model.bind(pl_module.policy, pl_module.tokenizer)
         real = pl_module.environments.get("real")
-        if declares(self.world_model, ComparesWithStarter) and declares(real, ShowsStarter):
-            self.world_model.compare_with(real.starter)  # the starter the agent is shown, not always the baseline
+        if real is not None and declares(self.world_model, BindsToEnvironment):
+            self.world_model.bind_environment(real)  # e.g. to read what the real environment shows the policy
         pl_module.add_environment("world_model", self.world_model)
 
     def on_rollout_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: RolloutBatch) -> None:
@@ -96,7 +96,7 @@ class WorldModelReward(RLCallback):
 
         anchors = [i for i, tr in enumerate(batch.trajectories) if bool(batch.is_real[i]) and tr.turns]
         if self.side_grade and anchors and declares(self.world_model, GradesTrajectories):
-            # world models that grade whole trajectories (the VLA path's progress model scores an episode)
+            # world models that grade whole trajectories (e.g. a progress model scores an episode)
             start = time.perf_counter()
             rewards = self.world_model.grade_trajectories([batch.trajectories[i] for i in anchors])
             pl_module.add_time("world_model", time.perf_counter() - start)

@@ -4,8 +4,8 @@ Two mistakes that jsonargparse reports as a long union-type error that names nei
 
 - an overlay given alone or first: an overlay says in its first line which configs it goes on
   (``# overlay on: configs/vla/pusht_gpu.yaml``), and holds only what it changes;
-- a ``class_path`` written for the layout before the two domain wings (``wmrl.modules.grpo.GRPOModule``, now
-  ``wmrl.autoresearch.grpo.GRPOModule``), in a config or a flag.
+- a ``class_path`` written for an earlier layout (``wmrl.modules.grpo.GRPOModule`` or
+  ``wmrl.autoresearch.grpo.GRPOModule``, now ``wmrl.autoresearch.module.GRPOModule``), in a config or a flag.
 """
 
 from __future__ import annotations
@@ -14,16 +14,39 @@ import re
 from pathlib import Path
 
 OVERLAY_LINE = "# overlay on: "
-#: old module prefix -> where it lives since the AutoResearch and VLA code moved into their wings
+#: old module path -> where it lives now: the AutoResearch and VLA code in their wings, and each wing's parts in
+#: the folder of their role (module, datamodule, world_models, simulators, policies)
 MOVED = {
-    "wmrl.modules.grpo": "wmrl.autoresearch.grpo",
-    "wmrl.modules.vla_grpo": "wmrl.vla.grpo",
-    "wmrl.datamodules.autoresearch": "wmrl.autoresearch.data",
-    "wmrl.datamodules": "wmrl.vla.data",
+    "wmrl.modules.grpo": "wmrl.autoresearch.module",
+    "wmrl.modules.vla_grpo": "wmrl.vla.module",
+    "wmrl.datamodules.autoresearch": "wmrl.autoresearch.datamodule",
+    "wmrl.datamodules": "wmrl.vla.datamodule",
     "wmrl.tasks": "wmrl.autoresearch.tasks",
     "wmrl.environments": "wmrl.autoresearch.environments",
+    "wmrl.autoresearch.grpo": "wmrl.autoresearch.module",
+    "wmrl.autoresearch.data": "wmrl.autoresearch.datamodule",
+    "wmrl.rollout.agent": "wmrl.autoresearch.agent",
+    "wmrl.vla.grpo": "wmrl.vla.module",
+    "wmrl.vla.data.bandit": "wmrl.vla.datamodule.bandit_contexts",
+    "wmrl.vla.data": "wmrl.vla.datamodule",
+    "wmrl.vla.simulator": "wmrl.vla.simulators.pusht",
+    "wmrl.vla.libero": "wmrl.vla.simulators.libero",
+    "wmrl.vla.bandit": "wmrl.vla.simulators.bandit",
+    "wmrl.vla.progress_world_model": "wmrl.vla.world_models.progress",
+    "wmrl.vla.reward_model": "wmrl.vla.world_models.reward_model",
+    "wmrl.vla.distorted_oracle": "wmrl.vla.world_models.distorted_oracle",
+    "wmrl.vla.policy": "wmrl.vla.policies.chunk",
+    "wmrl.vla.smolvlm": "wmrl.vla.policies.smolvlm",
+    "wmrl.vla.scripted": "wmrl.vla.policies.scripted",
 }
-_OLD = re.compile(r"\b(" + "|".join(re.escape(old) for old in sorted(MOVED, key=len, reverse=True)) + r")(\.[\w.]+)?")
+for _wing in ("wmrl.environments", "wmrl.autoresearch.environments"):  # the AutoResearch world models' folder
+    MOVED.update({f"{_wing}.lm_world_model": "wmrl.autoresearch.world_models.lm",
+                  f"{_wing}.learned": "wmrl.autoresearch.world_models.learned",
+                  f"{_wing}.task_aware": "wmrl.autoresearch.world_models.task_aware",
+                  f"{_wing}.gate": "wmrl.autoresearch.world_models.gate"})
+# the longest old path first; an old path is a whole name (``wmrl.vla.data`` is not ``wmrl.vla.datamodule``)
+_OLD = re.compile(r"\b(" + "|".join(re.escape(old) for old in sorted(MOVED, key=len, reverse=True))
+                  + r")(?![\w])(\.[\w.]+)?")
 
 
 def declared_bases(config: Path) -> list[str]:
@@ -57,8 +80,12 @@ def moved_name(text: str) -> tuple[str, str] | None:
     """The first old wmrl module path in ``text`` and its new name, or ``None``.
 
     >>> moved_name("class_path: wmrl.modules.grpo.GRPOModule")
-    ('wmrl.modules.grpo.GRPOModule', 'wmrl.autoresearch.grpo.GRPOModule')
-    >>> moved_name("class_path: wmrl.autoresearch.grpo.GRPOModule") is None
+    ('wmrl.modules.grpo.GRPOModule', 'wmrl.autoresearch.module.GRPOModule')
+    >>> moved_name("class_path: wmrl.autoresearch.module.GRPOModule") is None
+    True
+    >>> moved_name("class_path: wmrl.autoresearch.environments.learned.LearnedWorldModel")
+    ('wmrl.autoresearch.environments.learned.LearnedWorldModel', 'wmrl.autoresearch.world_models.learned.LearnedWorldModel')
+    >>> moved_name("class_path: wmrl.vla.datamodule.lerobot.LeRobotVLADataModule") is None
     True
     """
     match = _OLD.search(text)
@@ -80,8 +107,7 @@ def command_line_errors(command: str, words: list[str]) -> list[str]:
         for number, line in enumerate(config.read_text().splitlines(), 1):
             if not line.lstrip().startswith("#") and (moved := moved_name(line)):
                 return [f"error: {config}:{number}: {moved[0]} is now {moved[1]}",
-                        "  wmrl's AutoResearch and VLA code moved into their wings (wmrl.autoresearch, wmrl.vla): "
-                        "replace the name in the config"]
+                        "  the module moved (CHANGELOG.md lists what moved where): replace the name in the config"]
     for word in words:
         if (moved := moved_name(word)):
             return [f"error: {moved[0]} is now {moved[1]}: replace the name in the command"]

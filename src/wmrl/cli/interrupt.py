@@ -153,7 +153,8 @@ class InterruptCheckpoint(Callback):
     def _older_lines(self, where: str, known: dict[str, int], world_size: int) -> list[str]:
         """No checkpoint holds the last finished step, and none could be written: the newest one, said as such."""
         why = ("trainer.enable_checkpointing is false" if not self.checkpointing else
-               "ModelCheckpoint saves less often than every step, and a step cut short is never saved"
+               "the checkpoint is saved less often than every step (checkpoint_every), and a step cut short is "
+               "never saved"
                + (f"; with {world_size} processes none is written at an interrupt" if world_size > 1 else ""))
         if not known:
             return [f"interrupted {where}: no checkpoint was saved ({why}); run the command again"]

@@ -16,8 +16,8 @@ import textwrap
 from pathlib import Path
 
 #: (config key prefix, class) listed in full; the VLA classes are named with the command that lists them
-CLASSES = (("model", "wmrl.autoresearch.grpo", "GRPOModule"),
-           ("data", "wmrl.autoresearch.data", "AutoResearchDataModule"))
+CLASSES = (("model", "wmrl.autoresearch.module", "GRPOModule"),
+           ("data", "wmrl.autoresearch.datamodule", "AutoResearchDataModule"))
 #: the subcommands that LightningCLI runs (:mod:`wmrl.cli.trainer`); the others are wmrl's own (:mod:`wmrl.cli.commands`)
 LIGHTNING_COMMANDS = ("fit", "validate", "test")
 #: the exit status of a ``wmrl`` command stopped by Ctrl+C (128 + SIGINT, as a shell reports one); here, beside the
@@ -82,7 +82,7 @@ def class_keys(module: str, name: str) -> list[tuple[str, str, str]]:
 def _plain(text: str, limit: int = 170) -> str:
     """A docstring's text on one line without its markup, cut after ``limit`` characters.
 
-    >>> _plain("the ``smollm2`` model, see :class:`~wmrl.rollout.agent.AgentSettings`")
+    >>> _plain("the ``smollm2`` model, see :class:`~wmrl.autoresearch.agent.AgentSettings`")
     'the smollm2 model, see AgentSettings'
     """
     text = re.sub(r":\w+:`~?(?:[\w.]+\.)?(\w+)`", r"\1", " ".join(text.split())).replace("``", "")

@@ -43,15 +43,18 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveCon
 
 # wmrl's modules and data modules, known to the parser by their short names (`--data.help AutoResearchDataModule`);
 # none of them imports LeRobot, vLLM or transformers at import time
-import wmrl.autoresearch.data
-import wmrl.autoresearch.grpo
-import wmrl.vla.data.lerobot
-import wmrl.vla.grpo  # noqa: F401
+import wmrl.autoresearch.datamodule
+import wmrl.autoresearch.module
+import wmrl.vla.datamodule.lerobot
+import wmrl.vla.module  # noqa: F401
 from wmrl.cli.interrupt import INTERRUPTED, InterruptCheckpoint, Interrupted
 from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
 TRACEBACK_ENV = "WMRL_TRACEBACK"  # set to 1 for full tracebacks of configuration errors
 OVERWRITE_KEY = "overwrite_config"  # `--overwrite_config true`: replace an earlier run's saved config
+#: `checkpoint_every: N` (a config's top level, or `--checkpoint_every N`): the run's checkpoint every N training
+#: steps (`<root>/checkpoints`, `last.ckpt` kept); every wmrl run has this one checkpoint, no config lists it
+CHECKPOINT_KEY = "checkpoint_every"
 NOT_OPTIONS = {
     "--optimizer": "wmrl's modules configure their own optimizer: set model.init_args.lr (and weight_decay)",
     "--lr_scheduler": "wmrl's modules step their optimizer by hand, so a scheduler would be ignored; no learning-rate "
@@ -194,6 +197,9 @@ class WMRLCli(LightningCLI):
         parser.link_arguments("data.init_args.group_size", "model.init_args.group_size")
         parser.add_argument(f"--{OVERWRITE_KEY}", type=bool, default=False,
                             help="replace the config.yaml an earlier run saved in the same log dir (refused otherwise)")
+        parser.add_argument(f"--{CHECKPOINT_KEY}", type=int, default=1,
+                            help="save the run's checkpoint (<default_root_dir>/checkpoints, last.ckpt kept) every N "
+                                 "training steps")
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """The trainer, with what every wmrl run logs and keeps added once here instead of in every YAML: the
@@ -211,8 +217,13 @@ class WMRLCli(LightningCLI):
         listed = config.get("callbacks") or []
         listed = list(listed) if isinstance(listed, list | tuple) else [listed]
         checkpointing = config.get("enable_checkpointing") is not False
+        every = section.get(CHECKPOINT_KEY, 1)
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"{CHECKPOINT_KEY} must be a whole number of training steps >= 1 (got {every!r}); "
+                             f"set it at the config's top level, e.g. `{CHECKPOINT_KEY}: 10`")
         kwargs["callbacks"] = listed + default_callbacks(
-            listed, root, checkpointing=checkpointing, progress_bar=config.get("enable_progress_bar") is not False)
+            listed, root, checkpointing=checkpointing, progress_bar=config.get("enable_progress_bar") is not False,
+            every=every)
         if self.subcommand == "fit":
             kwargs["callbacks"].append(InterruptCheckpoint(self._command, os.path.join(root, "checkpoints"),
                                                            checkpointing=checkpointing))
@@ -355,12 +366,13 @@ def with_csv_logger(logger: Any, root: str) -> list:
     return [run_csv_logger(root), *named]
 
 
-def default_callbacks(listed: list, root: str, checkpointing: bool = True, progress_bar: bool = True) -> list:
+def default_callbacks(listed: list, root: str, checkpointing: bool = True, progress_bar: bool = True,
+                      every: int = 1) -> list:
     """The progress bar and the checkpoint a config did not list itself: a :class:`StepProgressBar` on a terminal
     (:class:`PlainProgress`, a line per step and evaluation, when stdout is not one), and a
-    ``ModelCheckpoint`` of every step (``<root>/checkpoints``, ``last.ckpt`` kept: a run resumes where it stopped).
-    A config that lists its own (another frequency), or sets ``enable_checkpointing`` / ``enable_progress_bar``
-    false, gets none."""
+    ``ModelCheckpoint`` every ``every`` training steps (the config's ``checkpoint_every``; ``<root>/checkpoints``,
+    ``last.ckpt`` kept: a run resumes where it stopped). A config that lists a ``ModelCheckpoint`` of its own (say,
+    one that monitors a metric), or sets ``enable_checkpointing`` / ``enable_progress_bar`` false, gets none."""
     from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 
     from wmrl.callbacks.progress import PlainProgress, StepProgressBar
@@ -369,7 +381,8 @@ def default_callbacks(listed: list, root: str, checkpointing: bool = True, progr
     if progress_bar and not any(isinstance(c, ProgressBar) for c in listed):
         out.append(StepProgressBar() if sys.stdout.isatty() else PlainProgress())
     if checkpointing and not any(isinstance(c, ModelCheckpoint) for c in listed):
-        out.append(ModelCheckpoint(dirpath=os.path.join(root, "checkpoints"), save_last=True, every_n_train_steps=1))
+        out.append(ModelCheckpoint(dirpath=os.path.join(root, "checkpoints"), save_last=True,
+                                   every_n_train_steps=every))
     return out
 
 

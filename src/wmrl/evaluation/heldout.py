@@ -1,7 +1,7 @@
 """`HeldOutLog`: what an RL module keeps of its held-out evaluations, the same for both domains.
 
-An RL module (:class:`wmrl.modules.base.RLModule`) evaluates its policy on held-out tasks (LLM agents: scripts
-executed for real; VLA policies: simulator episodes) before the first step (``eval_at_start``), at every
+An RL module (:class:`wmrl.modules.base.RLModule`) evaluates its policy on held-out tasks (language agents:
+scripts executed for real; robot policies: simulator episodes) before the first step (``eval_at_start``), at every
 validation and under ``wmrl test``. What it does with each evaluation does not depend on the domain, and lives
 here once:
 
@@ -32,7 +32,7 @@ from lightning.pytorch.utilities import rank_zero_info
 if TYPE_CHECKING:
     import lightning.pytorch as pl
 
-#: under the run dir (``trainer.default_root_dir``): the held-out samples (LLM) or episodes (VLA), one line
+#: under the run dir (``trainer.default_root_dir``): the held-out samples (scripts) or episodes, one line
 #: per evaluation
 EVAL_FILE = "heldout.jsonl"
 

@@ -1,16 +1,15 @@
-"""Generation engines: how the policy (and an LM world model) samples tokens.
+"""Generation engines: how a language policy (and a language-model world model) samples tokens.
 
 - :mod:`wmrl.generation.engine`: the contract (:class:`~wmrl.generation.engine.GenerationEngine`,
   :class:`~wmrl.generation.engine.SamplingParams`, :class:`~wmrl.generation.engine.Generation`) and what every engine
   shares (the code fences a turn stops at, the end-of-sequence ids);
 - :mod:`wmrl.generation.hf`: transformers, in the training process (CPU or GPU; the default);
 - :mod:`wmrl.generation.vllm`: vLLM on GPU machines (``pip install 'wmrl[vllm]'``);
-- :mod:`wmrl.generation.hf_world_model`, :mod:`wmrl.generation.vllm_world_model`: where an
-  :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel` runs its language model (its ``backend``, a
-  :class:`wmrl.types.LanguageModelBackend` chosen by ``class_path``).
+- :mod:`wmrl.generation.hf_world_model`, :mod:`wmrl.generation.vllm_world_model`,
+  :mod:`wmrl.generation.served_world_model`: where a language-model world model runs its model (its ``backend``,
+  a :class:`wmrl.types.LanguageModelBackend` chosen by ``class_path``).
 
 The module's engine is chosen by ``class_path`` too (``model.init_args.engine``; unset: transformers).
 
-The agent loop (:mod:`wmrl.rollout`) drives an engine; nothing here imports vllm, lerobot or transformers at
-import time.
+A domain's rollout loop drives an engine; nothing here imports vllm or transformers at import time.
 """

@@ -1,4 +1,4 @@
-"""The transformers backend of :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel` (the default).
+"""The transformers backend of a language-model world model (:class:`~wmrl.types.LanguageModelBackend`; the default).
 
 The world model's language model runs in the training process: the policy's own weights with the LoRA adapter
 disabled (``model: policy``, as in the paper: no extra memory), or a checkpoint of its own loaded here.
@@ -18,7 +18,7 @@ from typing import Any
 
 
 class HFWorldModelBackend:
-    """Answers :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`'s two questions with a transformers model.
+    """Answers a language-model world model's two questions (:class:`~wmrl.types.LanguageModelBackend`) with a transformers model.
 
     Args:
         batch_size: prompts per forward pass (``score``) and per generation pass (``generate``).

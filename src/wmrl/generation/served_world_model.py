@@ -1,4 +1,4 @@
-"""The world model as a service: :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`'s two
+"""The world model as a service: a language-model world model's two
 questions asked of OpenAI-compatible servers (``vllm serve``, or any server with vLLM's completions API), so the
 world model runs on machines of its own, one engine per GPU, as in the paper's three-node system.
 
@@ -60,7 +60,7 @@ class ServerError(RuntimeError):
 
 
 class ServedWorldModelBackend(ReportsMetrics):
-    """Answers :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`'s two questions with
+    """Answers a language-model world model's two questions (:class:`~wmrl.types.LanguageModelBackend`) with
     OpenAI-compatible completion servers (``vllm serve``).
 
     Args:

@@ -1,4 +1,4 @@
-"""The vLLM backend of :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`, for GPU machines and vLLM's CPU build
+"""The vLLM backend of a language-model world model (:class:`~wmrl.types.LanguageModelBackend`), for GPU machines and vLLM's CPU build
 (``backend: {class_path: wmrl.generation.vllm_world_model.VLLMWorldModelBackend}``).
 
 One engine per process and GPU (:func:`wmrl.generation.vllm.shared_llm`): with ``model: policy`` it is the
@@ -12,7 +12,7 @@ prefilled once per task and engine rather than once per script.
   they equal the transformers backend's ``softmax(logits[letters])``.
 - ``generate`` mode: structured outputs (``StructuredOutputsParams(json=PREDICTIONS_SCHEMA)``; vLLM >= 0.12
   replaced ``GuidedDecodingParams`` by it) constrain the answer to the JSON that
-  :func:`~wmrl.autoresearch.environments.lm_world_model.parse_predictions` reads, so it always parses.
+  the world model's parser reads, so it always parses.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ PREDICTIONS_SCHEMA: dict[str, Any] = {
 
 
 class VLLMWorldModelBackend:
-    """Answers :class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel`'s two questions with a vLLM engine
+    """Answers a language-model world model's two questions (:class:`~wmrl.types.LanguageModelBackend`) with a vLLM engine
     (``pip install 'wmrl[vllm]'``). The engine starts at the first question.
 
     Args:

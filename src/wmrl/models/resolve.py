@@ -248,7 +248,7 @@ def tiny_llama(
         layers: number of decoder layers.
         seed: initialisation seed (the global RNG is left untouched).
         cache_dir: wmrl's cache root, for the default tokenizer.
-        context: its ``max_position_embeddings``, the context a prompt must fit (`wmrl.rollout.agent.PromptTooLong`).
+        context: its ``max_position_embeddings``, the context a prompt must fit (a rollout loop refuses a longer one).
             Large by default: a byte tokenizer makes a task card one token a character, and rotary positions
             cost nothing until used.
 

@@ -1,7 +1,7 @@
-"""`RLModule`: the one RL training step both domains share (LLM agents and VLA policies).
+"""`RLModule`: the one RL training step every domain shares (language agents, robot policies).
 
-    plan -> on_rollout_plan -> plan check -> rollout -> on_rollout_end -> missing check -> on_rewards
-         -> group advantages -> on_advantages -> update (or the empty step) -> metrics
+    plan -> on_rollout_plan -> plan check -> rollout -> on_rollout_end -> missing check -> on_calibrate
+         -> on_rewards -> group advantages -> on_advantages -> update (or the empty step) -> metrics
 
 A subclass implements the domain: :meth:`rollout` (play a plan in its environments), :meth:`update` (one
 optimizer step on the batch), :meth:`rollout_metrics`, and optionally :meth:`after_step` (progress-bar values,
@@ -43,7 +43,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.grpo import group_advantages
-from wmrl.callbacks.base import claim_saved_states, dispatch
+from wmrl.callbacks.base import claim_saved_states, dispatch, overrides
 from wmrl.evaluation.heldout import EVAL_FILE, HeldOutLog, Report
 from wmrl.evaluation.report import held_out_report
 from wmrl.rollout.batch import batch_from_state, batch_state
@@ -321,6 +321,8 @@ class RLModule(pl.LightningModule):
             plan, batch = self._take_pending(list(task_ids))
         dispatch("on_rollout_end", self.trainer, self, batch)
         self.check_missing(batch)
+        batch.corrections.calibrating = overrides("on_calibrate", self.trainer)
+        dispatch("on_calibrate", self.trainer, self, batch)
         dispatch("on_rewards", self.trainer, self, batch)
         advantages, used = group_advantages(torch.nan_to_num(batch.rewards), batch.group_ids, batch.graded)
         batch.advantages.copy_(advantages.to(batch.advantages.dtype))

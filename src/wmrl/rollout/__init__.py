@@ -1,3 +1,3 @@
-"""The multi-turn AutoResearch agent loop (:mod:`wmrl.rollout.agent`): the policy writes a script each turn, its
-environment answers, and the turns are laid out as the tokens the GRPO update trains on. The engines it samples
-with are in :mod:`wmrl.generation`."""
+"""Finished rollouts as the typed batch the RL hooks see (:mod:`wmrl.rollout.batch`), for every domain: a domain's
+rollout loop (an agent's turns, a policy's episodes) lives in its wing and hands its trajectories and token rows
+here."""

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
 
 from wmrl.types import Basis, Outcome, RolloutBatch, Source, Trajectory, Turn
-
-if TYPE_CHECKING:
-    from wmrl.rollout.agent import RolloutState
 
 
 class TokenRows(NamedTuple):
@@ -57,21 +54,6 @@ def rollout_batch(trajectories: Sequence[Trajectory], groups: Sequence[int], tok
         wm_rewards=torch.where(is_real | predicted.logical_not(), torch.full_like(rewards, math.nan), rewards),
         wm_calibrated=torch.full_like(rewards, math.nan),
     )
-
-
-def collate(states: Sequence[RolloutState], pad_token_id: int) -> RolloutBatch:
-    """Right-pad finished agent rollouts (:class:`~wmrl.rollout.agent.RolloutState`) into a batch."""
-    n = len(states)
-    length = max(len(s.token_ids) for s in states)
-    tokens = TokenRows(torch.full((n, length), pad_token_id, dtype=torch.long), torch.zeros((n, length), dtype=torch.bool),
-                       torch.zeros((n, length), dtype=torch.bool), torch.zeros((n, length), dtype=torch.float32))
-    for i, s in enumerate(states):
-        k = len(s.token_ids)
-        tokens.input_ids[i, :k] = torch.tensor(s.token_ids)
-        tokens.attention_mask[i, :k] = True
-        tokens.response_mask[i, :k] = torch.tensor(s.response_mask)
-        tokens.old_logprobs[i, :k] = torch.tensor(s.logprobs)
-    return rollout_batch([s.trajectory() for s in states], [s.group for s in states], tokens)
 
 
 def batch_state(batch: RolloutBatch) -> dict:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from wmrl.types import ChunkPolicy, Simulator
+from wmrl.vla.contracts import ChunkPolicy, Simulator
 from wmrl.vla.episode import seed_of
-from wmrl.vla.policy import observation_batch, to_pixels
+from wmrl.vla.policies.chunk import observation_batch, to_pixels
 
 EVAL_NOISE_SEED = 10_000_019  # the noisy held-out episodes' generator: seed + this, beyond any step's or rank's seed
 

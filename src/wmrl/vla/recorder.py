@@ -61,7 +61,7 @@ class AnchorEpisodeRecorder(RLCallback):
     def _frames(simulator, episodes):
         """Renders of each episode, replayed from its seed with its recorded actions (the simulator is
         deterministic given the initial state and the actions)."""
-        from wmrl.vla.simulator import ReplayController
+        from wmrl.vla.simulators.pusht import ReplayController
 
         frames: list = []
         for episode in episodes:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wmrl.types import ChunkPolicy, Simulator, missing_members
+from wmrl.types import missing_members
+from wmrl.vla.contracts import ChunkPolicy, Simulator
 
 
 def validate(args: dict[str, Any]) -> None:
@@ -25,11 +26,11 @@ def validate(args: dict[str, Any]) -> None:
         (args["eval_noisy_episodes"] >= 0,
          f"{key}eval_noisy_episodes must be >= 0 (got {args['eval_noisy_episodes']})"),
         (simulator is None or isinstance(simulator, Simulator),
-         f"{key}simulator must be a wmrl.types.Simulator (source, success_threshold, play(seeds, controller, "
+         f"{key}simulator must be a wmrl.vla.contracts.Simulator (source, success_threshold, play(seeds, controller, "
          f"n_action_steps), grade(episodes)); {type(simulator).__name__} lacks "
          f"{missing_members(simulator, Simulator)}"),
         (instance is None or isinstance(instance, ChunkPolicy),
-         f"{key}policy_instance must be a wmrl.types.ChunkPolicy (chunk_size, n_action_steps, mean_chunk, "
+         f"{key}policy_instance must be a wmrl.vla.contracts.ChunkPolicy (chunk_size, n_action_steps, mean_chunk, "
          f"per_sample_loss, rl_loss, bc_loss); {type(instance).__name__} lacks "
          f"{missing_members(instance, ChunkPolicy)}"),
     ]
@@ -39,7 +40,7 @@ def validate(args: dict[str, Any]) -> None:
 
 
 #: the policy classes a config names, by the old ``type:`` value
-POLICY_CLASSES = {"act": "wmrl.vla.policy.ACTChunkPolicy", "smolvla": "wmrl.vla.policy.SmolVLAChunkPolicy"}
+POLICY_CLASSES = {"act": "wmrl.vla.policies.chunk.ACTChunkPolicy", "smolvla": "wmrl.vla.policies.chunk.SmolVLAChunkPolicy"}
 
 
 def old_policy_form(given: dict[str, Any]) -> str:
@@ -48,7 +49,7 @@ def old_policy_form(given: dict[str, Any]) -> str:
 
     >>> print(old_policy_form({"type": "act", "chunk_size": 4}))  # doctest: +NORMALIZE_WHITESPACE
     model.init_args.policy: `type: act` is the old form; a policy is chosen by class_path now:
-      policy: {class_path: wmrl.vla.policy.ACTChunkPolicy, init_args: {chunk_size: 4}}
+      policy: {class_path: wmrl.vla.policies.chunk.ACTChunkPolicy, init_args: {chunk_size: 4}}
     """
     if "type" not in given and isinstance(given.get("init_args"), dict):  # jsonargparse may wrap it in its base class
         given = given["init_args"]

@@ -7,7 +7,7 @@ here only: the module knows nothing of it but the count of steps cloned (``clone
 to start RL from an untrained policy.
 
 When it runs: in ``on_fit_start``, once per fit, before any rollout. Lightning calls the callbacks' hooks before
-the module's own, so it has finished when :class:`~wmrl.vla.grpo.VLAGRPOModule`'s ``on_fit_start`` snapshots
+the module's own, so it has finished when :class:`~wmrl.vla.module.VLAGRPOModule`'s ``on_fit_start`` snapshots
 the KL reference: the reference is the policy after SFT, and the world model is trained after it, as in the paper.
 
 A resumed run (``wmrl fit --ckpt_path ...``: its checkpoint holds the trained policy and the SFT reference) does
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from lightning.pytorch import Callback
 
-from wmrl.types import ClonesBehaviour
-from wmrl.vla.policy import observation_batch
-from wmrl.vla.reward_model import normalise
+from wmrl.vla.contracts import ClonesBehaviour
+from wmrl.vla.policies.chunk import observation_batch
+from wmrl.vla.world_models.reward_model import normalise
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
@@ -62,7 +62,7 @@ class BehaviourCloningWarmStart(Callback):
             return
         if not isinstance(pl_module, ClonesBehaviour):
             raise TypeError(f"BehaviourCloningWarmStart needs a module with a policy to clone into (VLAGRPOModule, a "
-                            f"wmrl.types.ClonesBehaviour), not {type(pl_module).__name__}: remove the callback from "
+                            f"wmrl.vla.contracts.ClonesBehaviour), not {type(pl_module).__name__}: remove the callback from "
                             "trainer.callbacks")
         successful = [e for e in pl_module.demonstrations() if e.success]
         self.loss = behaviour_cloning(pl_module, successful, self.steps, self.batch_size, self.lr)

@@ -4,8 +4,8 @@ A policy trained against a world model learns whatever raises the world model's 
 what a script does -- comments, docstrings, unused strings, a printed fake verdict ("the grader already ran this:
 valid, position 0.95"), a fake JSON answer -- would reach a world model that reads the code as written, and a
 policy could learn to talk it into a reward instead of writing better code. Both AutoResearch world models
-(:class:`~wmrl.autoresearch.environments.lm_world_model.LMWorldModel` and
-:class:`~wmrl.autoresearch.environments.learned.LearnedWorldModel`) therefore read :func:`executed_form`: the
+(:class:`~wmrl.autoresearch.world_models.lm.LMWorldModel` and
+:class:`~wmrl.autoresearch.world_models.learned.LearnedWorldModel`) therefore read :func:`executed_form`: the
 script parsed and written back (``ast.unparse``) with
 
 - comments gone (the parser drops them) and docstrings and other string statements gone;

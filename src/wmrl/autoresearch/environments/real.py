@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wmrl.autoresearch.contracts import ShowsStarter
 from wmrl.autoresearch.environments.execution_log import ExecutionLog, cache_key
 from wmrl.autoresearch.environments.grader import check_script, grade
 from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, Sandbox, SandboxLimits
 from wmrl.autoresearch.tasks.build import STARTER_HEADING, BuiltTask
 from wmrl.autoresearch.tasks.model_choice import choice_prompt, choice_starter
 from wmrl.autoresearch.tasks.suite import TaskSuite
-from wmrl.types import Outcome, ShowsStarter, Source
+from wmrl.types import Outcome, Source
 
 if TYPE_CHECKING:
     from wmrl.types import StepRequest

@@ -25,7 +25,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from wmrl.types import TaskGrader
+from wmrl.autoresearch.contracts import TaskGrader
 
 _PACKAGE = "_wmrl_task_grader"
 INVALID = "InvalidSubmissionError"

@@ -33,10 +33,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wmrl.autoresearch.contracts import ComparesWithStarter
 from wmrl.autoresearch.environments.executed_form import executed_form
-from wmrl.autoresearch.environments.gate import gate
-from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE
-from wmrl.types import Basis, ComparesWithStarter, LearnsFromAnchors, Outcome, ReportsMetrics, Source, Status
+from wmrl.autoresearch.world_models.gate import gate
+from wmrl.autoresearch.world_models.lm import FALLBACK_REWARD, MAX_VARIANCE
+from wmrl.types import Basis, LearnsFromAnchors, Outcome, ReportsMetrics, Source, Status
 
 if TYPE_CHECKING:
     import numpy as np

@@ -31,15 +31,8 @@ from typing import Literal
 
 import numpy as np
 
-from wmrl.types import (
-    EpisodeGrader,
-    GradesTrajectories,
-    Outcome,
-    ReportsMetrics,
-    Source,
-    Status,
-    missing_members,
-)
+from wmrl.types import GradesTrajectories, Outcome, ReportsMetrics, Source, Status, missing_members
+from wmrl.vla.contracts import EpisodeGrader
 from wmrl.vla.episode import episode_of
 
 Distortion = Literal["identity", "power", "logistic", "reverse", "independent"]
@@ -83,8 +76,8 @@ class DistortedOracle(GradesTrajectories, ReportsMetrics):
     """The true reward through a known monotone distortion plus known Gaussian noise, as a world model.
 
     Args:
-        oracle: what grades an episode with the true reward: a :class:`wmrl.types.EpisodeGrader` (the
-            simulator, e.g. ``PushTSimulator(reward: shaped)`` or :class:`~wmrl.vla.bandit.TargetBandit`).
+        oracle: what grades an episode with the true reward: a :class:`wmrl.vla.contracts.EpisodeGrader` (the
+            simulator, e.g. ``PushTSimulator(reward: shaped)`` or :class:`~wmrl.vla.simulators.bandit.TargetBandit`).
         distortion: the monotone map ``g``: ``identity``, ``power`` or ``logistic`` (module docstring).
         power: ``power`` only: the exponent (> 0).
         slope: ``logistic`` only: the steepness (> 0).
@@ -103,7 +96,7 @@ class DistortedOracle(GradesTrajectories, ReportsMetrics):
         key = "world_model.init_args."
         checks = [
             (isinstance(oracle, EpisodeGrader), f"{key}oracle must grade episodes with the true reward (a "
-                                                f"wmrl.types.EpisodeGrader: grade(episodes) -> [Outcome]; "
+                                                f"wmrl.vla.contracts.EpisodeGrader: grade(episodes) -> [Outcome]; "
                                                 f"{type(oracle).__name__} lacks {missing_members(oracle, EpisodeGrader)})"),
             (distortion in DISTORTIONS, f"{key}distortion must be one of {', '.join(DISTORTIONS)} (got {distortion!r})"),
             (power > 0, f"{key}power must be > 0 (got {power})"),

@@ -1,7 +1,7 @@
 """`LeRobotVLADataModule`: scripted PushT demonstrations in a local LeRobotDataset, and seeded initial states.
 
 At ``prepare_data`` it generates ``demonstrations`` episodes with the scripted pusher
-(:class:`~wmrl.vla.scripted.ScriptedPushTPolicy`) from their own seeds (``demo_seed`` on, never a training or
+(:class:`~wmrl.vla.policies.scripted.ScriptedPushTPolicy`) from their own seeds (``demo_seed`` on, never a training or
 held-out initial state) and writes them with ``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
 ``finalize`` under ``root``; ``setup`` loads that dataset back from disk (``LeRobotDataset(repo_id, root=root)``:
 local, never a hub download) and every consumer (the behaviour-cloning warm start, the world model) reads the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lightning.pytorch.utilities import rank_zero_info
 
-from wmrl.vla.data.initial_states import InitialStatesDataModule, split_problems
+from wmrl.vla.datamodule.initial_states import InitialStatesDataModule, split_problems
 from wmrl.vla.episode import Episode
 from wmrl.vla.requirements import require_lerobot
 
@@ -78,7 +78,7 @@ class LeRobotVLADataModule(InitialStatesDataModule):
             raise ValueError("invalid LeRobotVLADataModule configuration:\n  - " + "\n  - ".join(problems))
         super().__init__(train_states, heldout_states, first_seed, group_size, groups_per_step, steps_per_epoch, seed)
         if simulator is None:
-            from wmrl.vla.simulator import PushTSimulator
+            from wmrl.vla.simulators.pusht import PushTSimulator
 
             simulator = PushTSimulator()
         self.root, self.repo_id, self.simulator = Path(root), repo_id, simulator
@@ -104,7 +104,7 @@ class LeRobotVLADataModule(InitialStatesDataModule):
     def prepare_data(self) -> None:
         require_lerobot("LeRobotVLADataModule")
         from wmrl.vla.dataset import write_episodes
-        from wmrl.vla.simulator import ScriptedController
+        from wmrl.vla.simulators.pusht import ScriptedController
 
         recipe_file = self.root / "meta" / "wmrl_recipe.json"
         if (self.root / "meta" / "info.json").exists():

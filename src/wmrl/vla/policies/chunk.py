@@ -1,8 +1,8 @@
 """`ACTChunkPolicy` and `SmolVLAChunkPolicy`: a LeRobot policy behind the calls the VLA GRPO module needs
-(:class:`wmrl.types.ChunkPolicy`). A config picks one by ``class_path``::
+(:class:`wmrl.vla.contracts.ChunkPolicy`). A config picks one by ``class_path``::
 
     policy:
-      class_path: wmrl.vla.policy.ACTChunkPolicy      # or wmrl.vla.policy.SmolVLAChunkPolicy
+      class_path: wmrl.vla.policies.chunk.ACTChunkPolicy      # or wmrl.vla.policies.chunk.SmolVLAChunkPolicy
       init_args: {chunk_size: 4, n_action_steps: 2, dim_model: 64}
 
 Constructing one is cheap and imports nothing of LeRobot (so every config instantiates anywhere); the module calls
@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from wmrl.vla.requirements import MissingVLADependency, require_lerobot
-from wmrl.vla.reward_model import SCALE, normalise
+from wmrl.vla.world_models.reward_model import SCALE, normalise
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class SmolVLAChunkPolicy(LeRobotChunkPolicy):
             wins over the other fields. ``null``: a fresh policy.
         vlm_model_name: a local SmolVLM directory whose weights are loaded (e.g. a downloaded
             ``SmolVLM2-500M-Video-Instruct``; never a hub id). ``null``: a tiny SmolVLM generated in-process
-            (:mod:`wmrl.vla.smolvlm`, random weights) of the sizes above; the CPU configuration.
+            (:mod:`wmrl.vla.policies.smolvlm`, random weights) of the sizes above; the CPU configuration.
         image_size: side of the rasterised observation image (a multiple of 16).
         num_steps: flow-matching denoising steps per action chunk.
     """
@@ -354,7 +354,7 @@ def smolvla_config(settings: PolicySettings):
         from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
     except ImportError as error:
         raise MissingVLADependency(
-            f"wmrl.vla.policy.SmolVLAChunkPolicy needs LeRobot's smolvla extra (transformers): {error}. Fix: "
+            f"wmrl.vla.policies.chunk.SmolVLAChunkPolicy needs LeRobot's smolvla extra (transformers): {error}. Fix: "
             ".venv312/bin/pip install -c constraints-vla.txt 'lerobot[pusht,smolvla]==0.6.1' (docs/vla.md)"
         ) from error
     from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
@@ -394,7 +394,7 @@ def tiny_smolvlm_dir(settings: PolicySettings) -> Path:
     import shutil
     import tempfile
 
-    from wmrl.vla.smolvlm import write_tiny_smolvlm
+    from wmrl.vla.policies.smolvlm import write_tiny_smolvlm
 
     key = (settings.dim_model, settings.dim_feedforward, settings.n_encoder_layers, settings.n_heads,
            settings.image_size)

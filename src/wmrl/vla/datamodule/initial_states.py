@@ -3,8 +3,8 @@
 Initial states are seeds: ``train_states`` seeds from ``first_seed`` serve the GRPO groups, the next
 ``heldout_states`` seeds are held out (paper: states 0-15 train, 16-49 held out) and only ever evaluated. Each
 training step is one batch of ``groups_per_step`` task ids (``pusht-seed-<seed>``) in a seeded order that a resumed
-run continues (:class:`SeededSteps`). :class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule` adds the PushT
-demonstrations; :class:`~wmrl.vla.data.bandit.BanditDataModule` the target bandit's (none).
+run continues (:class:`SeededSteps`). :class:`~wmrl.vla.datamodule.lerobot.LeRobotVLADataModule` adds the PushT
+demonstrations; :class:`~wmrl.vla.datamodule.bandit_contexts.BanditDataModule` the target bandit's (none).
 """
 
 from __future__ import annotations

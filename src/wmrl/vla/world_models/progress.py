@@ -1,7 +1,7 @@
 """`ProgressWorldModel`: the VLA path's world model, a learned progress reward model serving as an environment.
 
 As in the paper's VLA transfer, rollouts still run in the simulator; the world model replaces the *reward*:
-world-model groups are graded by the shaped progress of :class:`~wmrl.vla.reward_model.ProgressRewardModel`
+world-model groups are graded by the shaped progress of :class:`~wmrl.vla.world_models.reward_model.ProgressRewardModel`
 (8 frames per rollout, last 3 minus first 3), anchor groups by the simulator's sparse success, and every anchor
 is also side-graded by the world model (``grade_trajectories``, called by the unchanged
 :class:`wmrl.callbacks.WorldModelReward`), giving the (r_wm, r_real) pairs the corrections need.
@@ -25,9 +25,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from wmrl.types import GradesTrajectories, LearnsFromDemonstrations, Outcome, ReportsMetrics, Source, Status
+from wmrl.types import GradesTrajectories, Outcome, ReportsMetrics, Source, Status
+from wmrl.vla.contracts import LearnsFromDemonstrations
 from wmrl.vla.episode import Episode, episode_from_state, episode_of, episode_state
-from wmrl.vla.reward_model import ProgressRewardModel, episode_samples, frame_indices, shaped_reward
+from wmrl.vla.world_models.reward_model import (
+    ProgressRewardModel,
+    episode_samples,
+    frame_indices,
+    shaped_reward,
+)
 
 log = logging.getLogger(__name__)
 

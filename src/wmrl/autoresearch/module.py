@@ -4,7 +4,7 @@
 
     plan = route(groups)                     # on_rollout_plan: which environment serves each group
     batch = rollout(plan)                    # on_rollout_end
-    rewards                                  # on_rewards: e.g. calibrate world-model rewards
+    rewards                                  # on_calibrate: calibrate world-model rewards; on_rewards: terms
     advantages = group_normalise(batch)      # on_advantages: e.g. weight anchor groups
     loss = clipped surrogate + KL - entropy  # micro-batched, one optimizer step per training step
 
@@ -28,17 +28,18 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.grpo import aggregation_normaliser
+from wmrl.autoresearch.agent import AgentLoop, Prefill, RolloutState, collate
+from wmrl.autoresearch.contracts import ShowsStarter
 from wmrl.autoresearch.grpo_build import (
     EngineFactory,
     agent_loops,
     engine_name,
-    frozen_reference,
     generation_engine,
     policy_pair,
     real_environment,
     validate,
 )
-from wmrl.autoresearch.grpo_loss import micro_batch_loss, micro_batches
+from wmrl.autoresearch.grpo_loss import LossSettings, Reference, micro_batch_loss, micro_batches
 from wmrl.autoresearch.grpo_metrics import rollout_metrics, training_row
 from wmrl.evaluation import mean_summary, sample_record, task_line, task_summary, write_samples
 from wmrl.evaluation.heldout import run_dir
@@ -47,9 +48,7 @@ from wmrl.evaluation.report import training_report
 from wmrl.models import LoraSettings, is_peft_model, precision
 from wmrl.models.precision import Precision
 from wmrl.modules.base import RLModule
-from wmrl.rollout.agent import AgentLoop, Prefill, RolloutState
-from wmrl.rollout.batch import collate
-from wmrl.types import RolloutBatch, RolloutPlan, ShowsStarter, declares
+from wmrl.types import RolloutBatch, RolloutPlan, declares
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ class GRPOModule(RLModule):
             sample different rollouts: a resumed run continues exactly).
         eval_at_start: evaluate the held-out tasks before the first step (the starting policy's score).
         prefill: how each assistant turn starts (``none`` | ``fence`` | ``starter_head``, see
-            :class:`~wmrl.rollout.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
+            :class:`~wmrl.autoresearch.agent.AgentSettings`); ``starter_head`` is the foothold a small CPU policy
             needs to write valid submissions at all (docs/findings.md).
         share_prefix: in the update, put rows with the same prompt (a group, or groups of one task) in the same
             micro-batches (:func:`wmrl.models.kv.prompt_micro_batches`), run that prompt once and repeat its KV
@@ -156,7 +155,8 @@ class GRPOModule(RLModule):
         self.strict_loading = False  # checkpoints hold the trainable parameters only
         self.policy, self.tokenizer = policy_pair(model, lora, dtype, policy)
         self.uses_lora = is_peft_model(self.policy)
-        self._frozen_reference = frozen_reference(self.policy, self.uses_lora, kl_coef)
+        # the KL reference: the adapter disabled, or a frozen copy of a fully trained policy (None: no KL term)
+        self._reference = Reference(self.policy, self.uses_lora) if kl_coef > 0 else None
         self.environments = {"real": real_environment(environment)}
         self.engine = generation_engine(engine, self.policy, self.tokenizer, generation_batch_size, top_p)
         self.agent, self.eval_agent = agent_loops(self.tokenizer, self.engine, settings)
@@ -219,11 +219,11 @@ class GRPOModule(RLModule):
                   "offpolicy/ratio_mean": 1.0}
         if not rows or not bool(mask.any()):
             return {**totals, **self.empty_step()}
-        max_tokens = hp.max_new_tokens * hp.max_turns
-        normaliser = aggregation_normaliser(mask[rows], hp.loss_aggregation, max_tokens=max_tokens)
+        settings = LossSettings.of(hp)
+        normaliser = aggregation_normaliser(mask[rows], settings.aggregation, max_tokens=settings.max_tokens)
         totals["offpolicy/ratio_mean"] = 0.0  # the micro-batches' aggregated ratios sum to the step's
         optimizer.zero_grad(set_to_none=True)
-        chunks = micro_batches(batch, rows, hp.micro_batch_size, hp.share_prefix)
+        chunks = micro_batches(batch, rows, hp.micro_batch_size, settings.share_prefix)
         # Ranks may hold different numbers of micro-batches (their prompts differ), and DDP and FSDP reduce
         # gradients in every synchronised backward: all but the last accumulate locally, so each rank reduces once.
         no_sync = getattr(self.trainer.strategy.model, "no_sync", None)
@@ -235,8 +235,8 @@ class GRPOModule(RLModule):
             totals.update(self._choose_precision())
         autocast = torch.bfloat16 if self._bfloat16 else None
         for index, chunk in enumerate(chunks):
-            out, positions = micro_batch_loss(self.policy, self._frozen_reference, batch, chunk, mask, normaliser,
-                                              max_tokens, hp, self.device, autocast=autocast)
+            out, positions = micro_batch_loss(self.policy, self._reference, batch, chunk, mask, normaliser, settings,
+                                              self.device, autocast=autocast)
             totals["tokens/update"] += float(positions)
             last = index == len(chunks) - 1
             with contextlib.nullcontext() if last or no_sync is None else no_sync():

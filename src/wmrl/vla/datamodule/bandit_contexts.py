@@ -1,14 +1,14 @@
-"""`BanditDataModule`: the seeded contexts of :class:`~wmrl.vla.bandit.TargetBandit` (no demonstrations).
+"""`BanditDataModule`: the seeded contexts of :class:`~wmrl.vla.simulators.bandit.TargetBandit` (no demonstrations).
 
-The same split as :class:`~wmrl.vla.data.lerobot.LeRobotVLADataModule`
-(:class:`~wmrl.vla.data.initial_states.InitialStatesDataModule`): ``train_states`` seeds from ``first_seed`` serve
+The same split as :class:`~wmrl.vla.datamodule.lerobot.LeRobotVLADataModule`
+(:class:`~wmrl.vla.datamodule.initial_states.InitialStatesDataModule`): ``train_states`` seeds from ``first_seed`` serve
 the GRPO groups, the next ``heldout_states`` seeds are only ever evaluated. The bandit's policy starts as given (no
 SFT stage), so there are no demonstrations.
 """
 
 from __future__ import annotations
 
-from wmrl.vla.data.initial_states import InitialStatesDataModule, split_problems
+from wmrl.vla.datamodule.initial_states import InitialStatesDataModule, split_problems
 from wmrl.vla.episode import Episode
 
 

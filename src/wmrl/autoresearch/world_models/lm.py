@@ -8,7 +8,7 @@ It answers the agent loop's environment protocol (``step_many``) like the real s
     outcomes = wm.step_many(requests)          # -> [Outcome(source=world_model, reward, variance, feedback)]
 
 The deterministic gate comes first: no code block -> ``malformed`` and ``compile()`` failing -> ``syntax_err``,
-both 0.0 without any model call (:func:`~wmrl.autoresearch.environments.gate.gate`). Gated outcomes have ``basis``
+both 0.0 without any model call (:func:`~wmrl.autoresearch.world_models.gate.gate`). Gated outcomes have ``basis``
 ``exact``: the real sandbox gates the same way, so they are neither calibrated nor used as calibration pairs. Two prediction modes:
 
 - ``generate`` (the paper): the holistic simulation prompt (task, data inventory, the code with 1-indexed line
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from wmrl.algorithms.reward import ladder_reward
 from wmrl.autoresearch.environments.executed_form import executed_form
-from wmrl.autoresearch.environments.gate import gate
 from wmrl.autoresearch.tasks.build import STARTER_HEADING
+from wmrl.autoresearch.world_models.gate import gate
 from wmrl.types import BindsToPolicy, LanguageModelBackend, Outcome, ReportsMetrics, Source, Status, declares
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """`TaskAwareWorldModel`: an AutoResearch world model that reads the task as well as the code.
 
-The embedding world model (:class:`~wmrl.autoresearch.environments.learned.LearnedWorldModel`) sees only what a
+The embedding world model (:class:`~wmrl.autoresearch.world_models.learned.LearnedWorldModel`) sees only what a
 script changed: on the `score` view, where every valid script differs from the next in its estimator, it ranked
 the scripts of a task it had not seen at chance (out-of-fold Spearman 0.02), while which estimator wins depends
 on the task. This model predicts from both:
@@ -48,20 +48,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wmrl.autoresearch.contracts import ComparesWithStarter
 from wmrl.autoresearch.environments.executed_form import executed_form
-from wmrl.autoresearch.environments.gate import gate
-from wmrl.autoresearch.environments.learned import changed_part, read_executions, read_pretrained
-from wmrl.autoresearch.environments.lm_world_model import FALLBACK_REWARD, MAX_VARIANCE
-from wmrl.types import (
-    Basis,
-    ComparesWithStarter,
-    KnowsItsAgreement,
-    LearnsFromAnchors,
-    Outcome,
-    ReportsMetrics,
-    Source,
-    Status,
-)
+from wmrl.autoresearch.world_models.gate import gate
+from wmrl.autoresearch.world_models.learned import changed_part, read_executions, read_pretrained
+from wmrl.autoresearch.world_models.lm import FALLBACK_REWARD, MAX_VARIANCE
+from wmrl.types import Basis, KnowsItsAgreement, LearnsFromAnchors, Outcome, ReportsMetrics, Source, Status
 
 if TYPE_CHECKING:
     import numpy as np

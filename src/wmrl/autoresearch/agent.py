@@ -16,12 +16,26 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
+import torch
+
 from wmrl.generation.engine import OPEN_FENCE, GenerationEngine, SamplingParams
-from wmrl.types import Environment, KnowsContext, Outcome, Source, StepRequest, Trajectory, Turn, declares
+from wmrl.rollout.batch import TokenRows, rollout_batch
+from wmrl.types import (
+    Environment,
+    KnowsContext,
+    Outcome,
+    RolloutBatch,
+    Source,
+    StepRequest,
+    Trajectory,
+    Turn,
+    declares,
+)
 
 SYSTEM_PROMPT = (
     "You are an expert machine-learning engineer. You solve a prediction task by writing one complete, "
@@ -321,3 +335,18 @@ class AgentLoop:
         wall = time.perf_counter() - start
         self.timings["overlapped"] += min(executed, max(0.0, executed + simulated_seconds - wall))
         return outcomes  # type: ignore[return-value]
+
+
+def collate(states: Sequence[RolloutState], pad_token_id: int) -> RolloutBatch:
+    """Right-pad finished agent rollouts (:class:`RolloutState`) into the batch the RL hooks see."""
+    n = len(states)
+    length = max(len(s.token_ids) for s in states)
+    tokens = TokenRows(torch.full((n, length), pad_token_id, dtype=torch.long), torch.zeros((n, length), dtype=torch.bool),
+                       torch.zeros((n, length), dtype=torch.bool), torch.zeros((n, length), dtype=torch.float32))
+    for i, s in enumerate(states):
+        k = len(s.token_ids)
+        tokens.input_ids[i, :k] = torch.tensor(s.token_ids)
+        tokens.attention_mask[i, :k] = True
+        tokens.response_mask[i, :k] = torch.tensor(s.response_mask)
+        tokens.old_logprobs[i, :k] = torch.tensor(s.logprobs)
+    return rollout_batch([s.trajectory() for s in states], [s.group for s in states], tokens)

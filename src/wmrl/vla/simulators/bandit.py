@@ -1,6 +1,6 @@
 """`TargetBandit`: a one-step contextual bandit behind the VLA path's interfaces, for controlled tests of the corrections.
 
-A diagnostic domain, the cheapest that runs the real :class:`~wmrl.vla.grpo.VLAGRPOModule` and the real WMRL
+A diagnostic domain, the cheapest that runs the real :class:`~wmrl.vla.module.VLAGRPOModule` and the real WMRL
 callbacks (``benchmarks/corrections.py``): a PushT episode costs ~100 simulator steps and a minute-long SFT stage
 comes first; here an episode is one action and a training step takes milliseconds, so many seeds and settings fit
 in minutes. Nothing in the method changes: the module plays, grades, calibrates, weights and updates exactly as on

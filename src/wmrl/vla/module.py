@@ -1,12 +1,13 @@
 """`VLAGRPOModule`: GRPO post-training of a LeRobot policy, with the same RL hooks as the AutoResearch module.
 
-``training_step`` reads like the method (and like :class:`wmrl.autoresearch.grpo.GRPOModule`)::
+``training_step`` reads like the method (and like :class:`wmrl.autoresearch.module.GRPOModule`)::
 
     plan = route(initial states)            # on_rollout_plan: AnchorRouting picks the anchor groups
     batch = rollout(plan)                   # every group plays in the simulator; anchor groups are graded by
                                             # sparse success, the others by the world model; on_rollout_end:
                                             # WorldModelReward side-grades the anchors
-    rewards                                 # on_rewards: OnlineDebiasing calibrates world-model rewards
+    rewards                                 # on_calibrate: OnlineDebiasing calibrates world-model rewards;
+                                            # on_rewards: reward terms
     advantages = group_normalise(batch)     # on_advantages: InverseVarianceDenoising weights anchor rows
     loss = advantage-weighted per-sample policy loss + KL to the SFT reference
 
@@ -15,7 +16,7 @@ The callbacks are the AutoResearch ones, unchanged: they see the same typed ``Ro
 :class:`~wmrl.vla.episode.EpisodeTrajectory` carrying its episode).
 
 The policy owns its losses (``ChunkPolicy.rl_loss``): ACT is Gaussian around the LeRobot policy's action chunk
-(``exploration_std`` in the normalised action space) and gives its negative log-likelihood (:mod:`wmrl.vla.policy`),
+(``exploration_std`` in the normalised action space) and gives its negative log-likelihood (:mod:`wmrl.vla.policies.chunk`),
 so the advantage-weighted loss is the GRPO policy gradient with one update per rollout batch (PPO ratio 1,
 clipping never binds), and the exact Gaussian KL ``mean((mu - mu_ref)^2) / (2 std^2)`` to the frozen reference;
 SmolVLA gives its flow-matching loss and no KL.
@@ -43,20 +44,14 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 
 from wmrl.algorithms.gaussian import policy_gradient_loss
-from wmrl.evaluation.report import success_report
 from wmrl.modules.base import RLModule
 from wmrl.rollout.batch import TokenRows, rollout_batch
-from wmrl.types import (
-    ChunkPolicy,
-    DemonstrationData,
-    LearnsFromDemonstrations,
-    RolloutBatch,
-    RolloutPlan,
-    declares,
-)
+from wmrl.types import RolloutBatch, RolloutPlan, declares
+from wmrl.vla.contracts import ChunkPolicy, DemonstrationData, LearnsFromDemonstrations
 from wmrl.vla.episode import Episode, EpisodeTrajectory, episode_turn, seed_of
+from wmrl.vla.heldout_report import success_report
 from wmrl.vla.play import PolicyController, held_out_episodes
-from wmrl.vla.policy import ACTChunkPolicy, LeRobotChunkPolicy, observation_batch
+from wmrl.vla.policies.chunk import ACTChunkPolicy, LeRobotChunkPolicy, observation_batch
 from wmrl.vla.settings import validate
 
 
@@ -64,10 +59,10 @@ class VLAGRPOModule(RLModule):
     """GRPO for LeRobot policies with world-model rewards (see the module docstring).
 
     Args:
-        simulator: the real environment (:class:`~wmrl.vla.simulator.PushTSimulator`); must match
+        simulator: the real environment (:class:`~wmrl.vla.simulators.pusht.PushTSimulator`); must match
             ``data.init_args.simulator`` (the demonstrations' initial states and success threshold).
-        policy: which LeRobot policy and its size, by ``class_path``: :class:`~wmrl.vla.policy.ACTChunkPolicy`
-            (``null``: its defaults) or :class:`~wmrl.vla.policy.SmolVLAChunkPolicy` with their ``init_args``.
+        policy: which LeRobot policy and its size, by ``class_path``: :class:`~wmrl.vla.policies.chunk.ACTChunkPolicy`
+            (``null``: its defaults) or :class:`~wmrl.vla.policies.chunk.SmolVLAChunkPolicy` with their ``init_args``.
         group_size: rollouts per initial state per step (linked from ``data.group_size``; paper 8).
         exploration_std: std of the Gaussian exploration noise on normalised actions (1.0 = 256 pixels).
         lr: AdamW learning rate of the RL update.
@@ -82,7 +77,7 @@ class VLAGRPOModule(RLModule):
         seed: seeds exploration noise (step ``s`` uses ``seed + s``), evaluation and the order of the
             behaviour-cloning batches.
         policy_instance: an in-process policy object instead of building ``policy`` (tests, notebooks): an
-            ``nn.Module`` that is a :class:`wmrl.types.ChunkPolicy`.
+            ``nn.Module`` that is a :class:`wmrl.vla.contracts.ChunkPolicy`.
     """
 
     def __init__(
@@ -106,7 +101,7 @@ class VLAGRPOModule(RLModule):
         self.save_hyperparameters(ignore=["simulator", "policy_instance", "policy"])
         self.hparams["policy"] = policy.config()  # class_path and init_args: plain values, as the config wrote them
         if simulator is None:
-            from wmrl.vla.simulator import PushTSimulator
+            from wmrl.vla.simulators.pusht import PushTSimulator
 
             simulator = PushTSimulator()
         self.simulator = simulator
@@ -144,7 +139,7 @@ class VLAGRPOModule(RLModule):
         datamodule = self.trainer.datamodule
         if not isinstance(datamodule, DemonstrationData):
             raise ValueError("VLAGRPOModule needs a data module with demonstrations (data: LeRobotVLADataModule, a "
-                             f"wmrl.types.DemonstrationData); got {type(datamodule).__name__}")
+                             f"wmrl.vla.contracts.DemonstrationData); got {type(datamodule).__name__}")
         datamodule.check_simulator(self.simulator)
         return datamodule.demonstrations()
 

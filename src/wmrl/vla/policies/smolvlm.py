@@ -100,5 +100,5 @@ def write_tiny_smolvlm(
         SmolVLMForConditionalGeneration(config).save_pretrained(path)
     else:
         config.save_pretrained(path)
-    (path / "wmrl_tiny_smolvlm.json").write_text(json.dumps({"generated_by": "wmrl.vla.smolvlm", "weights": weights}))
+    (path / "wmrl_tiny_smolvlm.json").write_text(json.dumps({"generated_by": "wmrl.vla.policies.smolvlm", "weights": weights}))
     return path

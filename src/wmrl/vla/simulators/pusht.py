@@ -24,9 +24,9 @@ import numpy as np
 
 from wmrl.types import Outcome, Source, Status
 from wmrl.vla.episode import Episode, dense_reward
+from wmrl.vla.policies.scripted import GOAL_POSE, ScriptedPushTPolicy
 from wmrl.vla.requirements import require_lerobot
-from wmrl.vla.reward_model import frame_indices, shaped_reward
-from wmrl.vla.scripted import GOAL_POSE, ScriptedPushTPolicy
+from wmrl.vla.world_models.reward_model import frame_indices, shaped_reward
 
 InitialStates = Literal["near_goal", "gym"]
 Reward = Literal["success", "shaped"]

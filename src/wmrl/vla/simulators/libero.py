@@ -65,7 +65,7 @@ class LiberoSimulator:
             "LIBERO is installed, but its rollouts are not wired into the VLA GRPO module yet (image and "
             "proprioceptive observations, 7-D actions, demonstrations from the LIBERO datasets instead of the scripted "
             "PushT pusher); docs/vla.md, 'What is not done'. model.init_args.simulator: use "
-            "wmrl.vla.simulator.PushTSimulator meanwhile"
+            "wmrl.vla.simulators.pusht.PushTSimulator meanwhile"
         )
 
     def grade(self, episodes):
