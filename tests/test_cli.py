@@ -6,12 +6,13 @@ import json
 
 import pytest
 
+from wmrl.cli import common
 from wmrl.cli import commands as cli
 
 
 @pytest.fixture
 def run_cli(tiny_suite, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "_suite", lambda args: tiny_suite)
+    monkeypatch.setattr(common, "suite", lambda args: tiny_suite)
 
     def run(*argv):
         code = cli.main(list(argv))

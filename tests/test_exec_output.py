@@ -14,6 +14,7 @@ import unicodedata
 import pytest
 
 from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.cli import common
 from wmrl.cli import commands as cli
 
 C1 = "\x9b2J\x9d52;c;SGVsbG8=\x9c"
@@ -40,8 +41,8 @@ def exec_output(tiny_suite, monkeypatch, capsysbinary, tmp_path):
     def run(stdout: str, submission: bytes, *flags: str) -> tuple[bytes, bytes]:
         script = tmp_path / "solution.py"
         script.write_text("print(1)\n")
-        monkeypatch.setattr(cli, "_suite", lambda args: tiny_suite)
-        monkeypatch.setattr(cli, "_sandbox", lambda args: _Prints(stdout, submission))
+        monkeypatch.setattr(common, "suite", lambda args: tiny_suite)
+        monkeypatch.setattr(common, "sandbox", lambda args: _Prints(stdout, submission))
         code = cli.main(["exec", "tiny_iris", str(script), "--no-cache", *flags])
         captured = capsysbinary.readouterr()
         assert code == 0, captured.err

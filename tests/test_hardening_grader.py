@@ -15,6 +15,7 @@ from wmrl.autoresearch.environments.execution_log import ExecutionLog
 from wmrl.autoresearch.environments.grader import MAX_ERROR_CHARS, MAX_FEEDBACK_CHARS, grade
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
+from wmrl.cli import common
 from wmrl.cli import commands as cli
 from wmrl.types import Status
 
@@ -286,8 +287,8 @@ def run_exec(tiny_suite, monkeypatch, capsys):
         sandbox.run = lambda request: ExecutionResult(  # type: ignore[method-assign]
             exit_code=0, wall_seconds=0.1, stdout_tail=stdout, files=files or {}, backend="process"
         )
-        monkeypatch.setattr(cli, "_suite", lambda args: tiny_suite)
-        monkeypatch.setattr(cli, "_sandbox", lambda args: sandbox)
+        monkeypatch.setattr(common, "suite", lambda args: tiny_suite)
+        monkeypatch.setattr(common, "sandbox", lambda args: sandbox)
         code = cli.main(["exec", "tiny_iris", str(script_path), "--no-cache"])
         captured = capsys.readouterr()
         return code, captured.out, captured.err

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from wmrl.cli import common
 from wmrl.cli import commands as cli
 from wmrl.types import Status
 
@@ -115,7 +116,7 @@ print("\x1b]52;c;SGVsbG8=\x07\x1b[2J[bold]x[/] [/oops]")
 @pytest.fixture
 def exec_cli(tiny_suite, monkeypatch, capsys, process_sandbox):
     """``wmrl exec`` on the tiny suite with its default sandbox (``--isolation auto``), log and cache on."""
-    monkeypatch.setattr(cli, "_suite", lambda args: tiny_suite)
+    monkeypatch.setattr(common, "suite", lambda args: tiny_suite)
 
     def run(task: str, script: str, *flags: str) -> tuple[dict | str, str]:
         path = Path(os.environ.get("PYTEST_TMP", "/tmp")) / f"wmrl-hostile-{secrets.token_hex(4)}.py"

@@ -15,6 +15,7 @@ import pytest
 from wmrl.autoresearch.environments.leak_scan import fingerprints, leak_scan
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.environments.sandbox import leak_scanner
+from wmrl.cli import common
 from wmrl.cli import commands as cli
 
 SITE = Path(sysconfig.get_paths()["purelib"])
@@ -141,8 +142,8 @@ def test_the_command_names_the_file_and_fails(tiny_suite, planted, tmp_path, mon
 
     package, copy = planted
     sandbox = ProcessSandbox(isolation="bwrap", max_concurrency=1)
-    monkeypatch.setattr(cli, "_suite", lambda args: tiny_suite)
-    monkeypatch.setattr(cli, "_sandbox", lambda args: sandbox)
+    monkeypatch.setattr(common, "suite", lambda args: tiny_suite)
+    monkeypatch.setattr(common, "sandbox", lambda args: sandbox)
     report = tmp_path / "scan.json"
     assert cli.main(["leak-scan", "tiny_iris", "--root", str(package), "--report", str(report)]) == 0
     assert "no answers of the 1 tasks" in " ".join(capsys.readouterr().out.split())

@@ -137,7 +137,8 @@ def test_the_cli_check_reports_tolerated_differences(monkeypatch, capsys, tiny_s
     from types import SimpleNamespace
 
     from wmrl.autoresearch.environments import references_run
-    from wmrl.cli import commands as cli
+    from wmrl.cli import common
+    from wmrl.cli import tasks as cli
     from wmrl.types import Outcome, Status
 
     task = tiny_suite.get("tiny_iris")
@@ -150,8 +151,8 @@ def test_the_cli_check_reports_tolerated_differences(monkeypatch, capsys, tiny_s
         ]
         monkeypatch.setattr(cli, "_run_references", lambda *a, **k: runs)
 
-    monkeypatch.setattr(cli, "_suite", lambda args: tiny_suite)
-    monkeypatch.setattr(cli, "_ids", lambda args, suite: [task.id])
+    monkeypatch.setattr(common, "suite", lambda args: tiny_suite)
+    monkeypatch.setattr(common, "task_ids", lambda args, suite: [task.id])
     fake_runs({**board, "good": 0.9 * (1 + 5e-7)})  # 'good' is an unlisted family: convex, 1e-6
     cli.cmd_tasks_check(SimpleNamespace())
     printed = capsys.readouterr().out
