@@ -247,9 +247,13 @@ def test_overriding_the_run_dir_under_the_fit_subcommand(tmp_path):
     import sys
 
     run_dir = str(tmp_path / "elsewhere")
-    out = subprocess.run(  # paper_4b.yaml interpolates its own checkpoint dir (every 10 steps)
+    overlay = tmp_path / "own_checkpoint.yaml"  # a user's overlay that interpolates the run dir into a callback
+    overlay.write_text("# overlay on: configs/autoresearch/paper_4b.yaml\ntrainer:\n  callbacks+:\n"
+                       "    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+                       '      init_args: {dirpath: "${trainer.default_root_dir}/checkpoints", monitor: null}\n')
+    out = subprocess.run(
         [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(ROOT / "configs/autoresearch/paper_4b.yaml"),
-         f"--trainer.default_root_dir={run_dir}", "--print_config"],
+         "-c", str(overlay), f"--trainer.default_root_dir={run_dir}", "--print_config"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     ).stdout
     assert f"default_root_dir: {run_dir}" in out and f"dirpath: {run_dir}/checkpoints" in out

@@ -45,11 +45,12 @@ def engine_imports(path: Path) -> list[tuple[str, str, str]]:
 
 
 def test_environments_reach_engines_only_through_the_contracts():
-    """environments/ imports nothing from rollout/, and from generation/ only the default language-model backend,
-    inside ``LMWorldModel``'s constructor when no ``backend`` is configured (so importing environments/ never loads
-    transformers); every other engine or backend comes by ``class_path``."""
+    """environments/ and world_models/ import nothing from rollout/, and from generation/ only the default
+    language-model backend, inside ``LMWorldModel``'s constructor when no ``backend`` is configured (so importing them
+    never loads transformers); every other engine or backend comes by ``class_path``."""
     found = {str(path.relative_to(ROOT)): engine_imports(path)
-             for path in sorted((ROOT / "src/wmrl/autoresearch/environments").rglob("*.py"))}
+             for folder in ("environments", "world_models")
+             for path in sorted((ROOT / "src/wmrl/autoresearch" / folder).rglob("*.py"))}
     assert {name: imports for name, imports in found.items() if imports} == {
         "src/wmrl/autoresearch/world_models/lm.py": [
             ("LMWorldModel.__init__", "wmrl.generation.hf_world_model", "HFWorldModelBackend")],
