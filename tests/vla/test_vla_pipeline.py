@@ -108,7 +108,7 @@ def test_pusht_quickstart_config_runs_and_prints_its_paired_heldout_gain_with_an
     import re
 
     from wmrl.algorithms.stats import paired_gain
-    from wmrl.evaluation.report import SMOKE_RUN_ADVICE
+    from wmrl.vla.heldout_report import SMOKE_RUN_ADVICE
 
     run_dir = tmp_path / "run"
     output = fit_shortened(["configs/vla/pusht_quickstart.yaml"], run_dir, demonstrations=24, heldout_states=8,
