@@ -254,7 +254,7 @@ def test_the_two_wings_have_one_shape():
 
 
 #: the wings' names: the core's code, docstrings and comments name neither wing nor what only a wing knows
-WING_NAMES = r"(?i)autoresearch|\bvla\b|lerobot|pusht|libero|smolvla|\bsandbox environment\b"
+WING_NAMES = r"(?i)autoresearch|\bvla\b|lerobot|pusht|libero|smolvla"
 
 
 def test_the_core_names_no_wing():
