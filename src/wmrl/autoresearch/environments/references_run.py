@@ -33,25 +33,31 @@ EXACT_REL_TOL = 1e-12
 # Relative tolerance per model family, each the smallest that covers how that family's floats move across CPUs
 # (x86-64 with and without AVX-512 measured; each at least 10x the largest difference seen there):
 # - arithmetic: means, differences, repeats of the history; only the order of a float sum can change (~1e-15).
-# - convex: least squares, ridge/lasso/logistic, naive Bayes, Cox/Weibull by Newton steps, autoregression by OLS.
-#   One optimum; the solver reaches it to its stopping tolerance along a path that rounding can bend (seen: 1.2e-8).
+# - convex: naive Bayes, Cox/Weibull by Newton steps, autoregression by OLS, ridge by Cholesky on dense features.
+#   One optimum, reached by a direct solve or Newton steps to near machine precision (seen: 1.2e-8).
+# - iterative: the same kind of optimum reached by a solver that stops at a stopping tolerance of 1e-4 (ridge by
+#   conjugate gradients on sparse one-hot features, logistic and Poisson regression by L-BFGS, the lasso by
+#   coordinate descent): rounding bends the path and the solver stops elsewhere within its tolerance (seen: 7.3e-5,
+#   epa_fuel_economy's linear baseline in CI against the machine that recorded the lock, where 1e-6 failed).
 # - trees: fixed seeds, splits chosen by comparing impurity sums; rounding moves a threshold between two equal
 #   candidates, rarely and by little (seen: < 1e-9).
 # - neighbours: a distance tie broken the other way swaps one neighbour of one row (seen: 1.4e-4).
 # - smoothing: Holt-Winters fitted by L-BFGS-B from heuristic starting values (seen: 7e-5 on sunspots; the former
 #   brute-force start jumped between local optima, 4.8% on us_employment).
 # A reference that is not listed gets the convex family's tolerance.
-FAMILY_REL_TOL = {"arithmetic": 1e-9, "convex": 1e-6, "trees": 1e-6, "neighbours": 1e-3, "smoothing": 1e-3}
+FAMILY_REL_TOL = {
+    "arithmetic": 1e-9, "convex": 1e-6, "iterative": 1e-3, "trees": 1e-6, "neighbours": 1e-3, "smoothing": 1e-3
+}
 REFERENCE_FAMILY = {
     "trivial": "arithmetic",
     "drift": "arithmetic",
     "seasonal_naive": "arithmetic",
     "seasonal_mean": "arithmetic",
     "single_feature": "arithmetic",
-    "linear_baseline": "convex",
-    "linear_strong_l2": "convex",
-    "lasso": "convex",
-    "log_linear": "convex",
+    "linear_baseline": "iterative",
+    "linear_strong_l2": "iterative",
+    "lasso": "iterative",
+    "log_linear": "iterative",
     "naive_bayes": "convex",
     "autoregressive": "convex",
     "cox_light_penalty": "convex",
