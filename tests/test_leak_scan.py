@@ -4,6 +4,7 @@ it over every task."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import secrets
 import shutil
@@ -131,6 +132,42 @@ def test_the_scan_fails_on_a_planted_copy_and_the_allowlist_hides_it(tiny_suite,
     sandbox.plan = _permissive_plan(sandbox, tmp_path)
     report = leak_scan(tiny_suite, sandbox, ["tiny_iris"], roots=(str(package),), hidden=hidden)
     assert [(task, path) for task, path, _ in report.hits] == [("tiny_iris", str(copy))], report.hits
+    # again: the contents cleared before are hashed, not searched; the copy is searched and found again
+    again = leak_scan(tiny_suite, sandbox, ["tiny_iris"], roots=(str(package),), hidden=hidden)
+    assert again.hits == report.hits and again.files == report.files
+    assert again.known_clean == len(again.files) - 1, (again.known_clean, len(again.files))
+    fresh = leak_scan(tiny_suite, sandbox, ["tiny_iris"], roots=(str(package),), hidden=hidden, fresh=True)
+    contents = [leak_scanner.digest(path) for path in fresh.files if path != str(copy)]
+    assert fresh.known_clean == len(contents) - len(set(contents))  # only a content met twice in this scan
+
+
+def test_the_scanner_hashes_what_an_earlier_scan_cleared_and_searches_the_rest(tiny_suite, tmp_path, monkeypatch):
+    """leak_scanner.main(), as a sandboxed run calls it, over a folder: a content listed as cleared is read and
+    hashed but not searched (the same bytes elsewhere too); a new content is searched, and a copy of the answers
+    found, however many scans cleared other files."""
+    task = tiny_suite.get("tiny_iris")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("nothing to see\n")
+    (root / "b.txt").write_text("more of nothing\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+
+    def scan(cleared):
+        config = {"tasks": [fingerprints(task)], "roots": [str(root)], "clean": sorted(cleared)}
+        (work / "fingerprints.json").write_text(json.dumps(config))
+        leak_scanner.main()
+        return json.loads((work / "leak_scan.json").read_text())
+
+    first = scan(set())
+    assert first["reused"] == 0 and first["hits"] == [] and len(first["clean"]) == 2
+    (root / "a-again.txt").write_text("nothing to see\n")  # a cleared content at another path
+    shutil.copy(task.answers_path, root / "copy.csv")
+    second = scan(set(first["clean"]))
+    assert second["reused"] == 3 and len(second["files"]) == 4
+    assert [(path, task_id) for path, task_id, _ in second["hits"]] == [(str(root / "copy.csv"), "tiny_iris")]
+    assert leak_scanner.digest(str(root / "copy.csv")) not in second["clean"]  # a hit is never cleared
 
 
 def test_the_command_names_the_file_and_fails(tiny_suite, planted, tmp_path, monkeypatch, capsys):
@@ -166,17 +203,20 @@ def _documented_commands() -> list[str]:
 def test_no_task_has_answers_in_any_file_a_run_can_read(tmp_path, request):
     """The commands of docs/security.md, exactly as written (``wmrl`` on PATH), over the whole suite: every task
     listed with the files searched (the same thousands of files a run can read, plus its public files) and zero
-    hits. The two backends' scans run at once (each is one process; together they take the time of one)."""
-    import json
+    hits. The two backends' scans run one after the other: their views hold the same files, so the second hashes
+    what the first cleared instead of searching it again (the cache of `wmrl leak-scan`)."""
     import subprocess
     import sys
 
     from wmrl.autoresearch.tasks.suite import TaskSuite
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    # every task built once before the two scans read the cache at the same time
+    # every task built once before the scans read the cache
     subprocess.run(["wmrl", "tasks", "build"], env=env, check=True, capture_output=True, timeout=1800)
-    runs, missing = [], []
+    suite = TaskSuite()
+    shutil.rmtree(suite.cache_dir / "leak-scan", ignore_errors=True)  # the first scan searches every file
+    tasks = {s.id for s in suite.specs()}
+    scanned, missing = [], []
     for command in _documented_commands():
         backend = "docker" if "--sandbox docker" in command else "process"
         try:
@@ -186,17 +226,18 @@ def test_no_task_has_answers_in_any_file_a_run_can_read(tmp_path, request):
             continue
         where = tmp_path / backend
         where.mkdir()
-        runs.append((command, where, subprocess.Popen(["bash", "-euo", "pipefail", "-c", command], cwd=where, env=env,
-                                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-    assert runs, missing
-    tasks = {s.id for s in TaskSuite().specs()}
-    for command, where, run in runs:
-        out, err = run.communicate(timeout=3600)
-        assert run.returncode == 0, f"{command}\n{out[-3000:]}\n{err[-3000:]}"
+        run = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=where, env=env, capture_output=True,
+                             text=True, timeout=3600)
+        assert run.returncode == 0, f"{command}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
         found = json.loads((where / "leak-scan.json").read_text())
         assert set(found["tasks"]) == tasks, command
         assert found["clean"] and len(found["files"]) > 10_000, (command, found["clean"], len(found["files"]))
         for task in found["tasks"].values():
             assert task["hits"] == [] and task["files_scanned"] >= len(found["files"]), command
+        scanned.append((command, found["known_clean"], len(found["files"])))
+    assert scanned, missing
+    assert scanned[0][1] == 0, scanned  # the first searched everything
+    for command, known, files in scanned[1:]:  # the same view: nearly every content was cleared by the first
+        assert known > 0.9 * files, (command, known, files)
     if missing:
         pytest.skip("; ".join(missing))

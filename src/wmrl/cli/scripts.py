@@ -33,6 +33,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--report", default=None, metavar="PATH", help="write the full report (every file) as JSON")
     p.add_argument("--root", action="append", metavar="DIR",
                    help="search only under DIR, as the sandbox shows it (repeatable; default: /)")
+    p.add_argument("--fresh", action="store_true",
+                   help="search every file again, even contents an earlier scan of the same tasks cleared")
     common.add_sandbox_args(p)
     p.set_defaults(fn=cmd_leak_scan)
 
@@ -118,13 +120,15 @@ def cmd_leak_scan(args) -> None:
     try:
         with console.status(Text(f"scanning every file a {sandbox.name} sandbox run can read for {len(ids)} "
                                  "tasks' answers")):
-            report = leak_scan(suite, sandbox, ids, roots=tuple(args.root or ["/"]), hidden=env.hidden_paths())
+            report = leak_scan(suite, sandbox, ids, roots=tuple(args.root or ["/"]), hidden=env.hidden_paths(),
+                               fresh=args.fresh)
     except RuntimeError as exc:
         raise CliError(str(exc)) from exc
     finally:
         env.close()
     table = Table(title=f"leak scan: {report.backend} sandbox ({report.isolation}), "
-                        f"{len(report.files)} files, {report.bytes_scanned / 1e9:.2f} GB")
+                        f"{len(report.files)} files, {report.bytes_scanned / 1e9:.2f} GB"
+                        + (f" ({report.known_clean} cleared by an earlier scan)" if report.known_clean else ""))
     for col in ("task", "files scanned", "public files", "row fingerprints", "sequence length", "hits"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in report.tasks.values():

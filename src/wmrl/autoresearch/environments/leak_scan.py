@@ -9,13 +9,20 @@ One run of the chosen sandbox, with the same view and covers as any solution's r
 (:mod:`wmrl.autoresearch.environments.sandbox.leak_scanner`); the host searches each task's public files the same way (those
 reach that task's runs only). The report lists, per task, the files searched and the hits; any hit fails the
 scan, naming the file.
+
+A scan remembers the contents it found clean (their SHA-256, in the suite's cache under ``leak-scan/``, keyed by
+the fingerprints and the scanner's source): the next scan with the same tasks reads every file again, to hash it,
+and searches only contents it has not cleared. The two backends' views hold the same files, so the second scan
+costs little more than reading them; ``fresh=True`` (``wmrl leak-scan --fresh``) searches everything again.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +225,7 @@ class LeakReport:
     bytes_scanned: int
     unreadable: list[str]
     tasks: dict[str, TaskReport]
+    known_clean: int = 0  # of ``files``: read and hashed, their content cleared by an earlier scan
 
     @property
     def hits(self) -> list[tuple[str, str, str]]:
@@ -231,7 +239,7 @@ class LeakReport:
     def to_dict(self) -> dict:
         return {
             "backend": self.backend, "isolation": self.isolation, "clean": self.clean, "files": self.files,
-            "bytes_scanned": self.bytes_scanned, "unreadable": self.unreadable,
+            "bytes_scanned": self.bytes_scanned, "unreadable": self.unreadable, "known_clean": self.known_clean,
             "tasks": {i: {**t.__dict__, "hits": [list(h) for h in t.hits]} for i, t in self.tasks.items()},
         }
 
@@ -243,16 +251,19 @@ def leak_scan(
     roots: tuple[str, ...] = ("/",),
     hidden: tuple[str, ...] = (),
     timeout_s: float = 7200.0,
+    fresh: bool = False,
 ) -> LeakReport:
     """Scan what a run of ``sandbox`` can read under ``roots`` (and each task's public files, on the host) for the
     answers of ``task_ids``. ``hidden``: the paths every run has covered (``SandboxEnvironment.hidden_paths``).
+    ``fresh``: search every file, even a content an earlier scan of the same tasks cleared.
 
     Raises:
         RuntimeError: the scan run failed (the sandbox's error or the scanner's output is quoted).
     """
     tasks = suite.build(task_ids)
     prints = [fingerprints(t) for t in tasks]
-    config = {"tasks": prints, "roots": list(roots)}
+    cleared = _cleared_contents(suite, prints)
+    config = {"tasks": prints, "roots": list(roots), "clean": [] if fresh else sorted(_read_cleared(cleared))}
     request = ExecutionRequest(
         script=Path(leak_scanner.__file__).read_text(),
         files={"fingerprints.json": json.dumps(config).encode()},
@@ -266,6 +277,8 @@ def leak_scan(
         why = result.infra_error or f"exit code {result.exit_code}, tripwires {list(result.tripwires)}"
         raise RuntimeError(f"the leak scan run failed ({why}): {result.stderr_tail[-2000:]}")
     found = json.loads(result.files["leak_scan.json"])
+    if found["clean"]:
+        _write_cleared(cleared, _read_cleared(cleared) | set(found["clean"]))
     reports = {}
     for task, spec in zip(tasks, prints, strict=True):
         public = sorted(str(p) for p in task.public_dir.rglob("*") if p.is_file())
@@ -276,4 +289,26 @@ def leak_scan(
             hits += [(path, how) for _, how in leak_scanner.scan_file(matcher, path) or []]
         reports[task.id] = TaskReport(task.id, len(found["files"]) + len(public), public, len(spec["rows"]),
                                       spec["k"], hits)
-    return LeakReport(result.backend, result.isolation, found["files"], found["bytes"], found["unreadable"], reports)
+    return LeakReport(result.backend, result.isolation, found["files"], found["bytes"], found["unreadable"], reports,
+                      found["reused"])
+
+
+def _cleared_contents(suite: TaskSuite, prints: list[dict]) -> Path:
+    """Where the contents cleared for these fingerprints are kept: one file per (fingerprints, scanner source)."""
+    key = hashlib.sha256(json.dumps(prints, sort_keys=True).encode())
+    key.update(Path(leak_scanner.__file__).read_bytes())
+    return suite.cache_dir / "leak-scan" / f"cleared-{key.hexdigest()[:24]}.json"
+
+
+def _read_cleared(path: Path) -> set[str]:
+    try:
+        return set(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return set()
+
+
+def _write_cleared(path: Path, digests: set[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(sorted(digests)))
+    os.replace(tmp, path)

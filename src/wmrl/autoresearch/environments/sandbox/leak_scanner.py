@@ -22,6 +22,7 @@ are searched through their printable strings.
 
 import bz2
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -327,25 +328,55 @@ def walk(roots, skip=()):
                     yield path
 
 
+def digest(path, opener=None):
+    """The SHA-256 of the file at ``path`` (hex), or ``None`` if it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with (opener or (lambda p: open(p, "rb")))(path) as f:
+            while True:
+                chunk = f.read(_CHUNK)
+                if not chunk:
+                    return h.hexdigest()
+                h.update(chunk)
+    except OSError:
+        return None
+
+
 def main():
-    """Inside a sandbox: scan what the run can read; write ``leak_scan.json`` (files, bytes, hits, unreadable)."""
+    """Inside a sandbox: scan what the run can read; write ``leak_scan.json`` (files, bytes, hits, unreadable, and
+    the digests of the files found clean).
+
+    ``fingerprints.json`` may list ``clean``: digests of contents an earlier scan with the same fingerprints and
+    the same scanner found clean. A file whose content has such a digest is read (to hash it) but not searched
+    again: the same bytes against the same fingerprints give the same answer."""
     with open("fingerprints.json") as f:
         config = json.load(f)
     matcher = Matcher(config["tasks"])
+    known = set(config.get("clean", ()))
     work = os.getcwd()
-    files, unreadable, hits, size = [], [], [], 0
+    files, unreadable, hits, clean, size, reused = [], [], [], [], 0, 0
     for path in walk(config.get("roots", ["/"]), skip=[work]):
-        found = scan_file(matcher, path, LibcFile)
-        if found is None:
-            unreadable.append(path)
-            continue
+        content = digest(path, LibcFile)
+        if content is not None and content in known:
+            reused += 1
+            found = []
+        else:
+            found = scan_file(matcher, path, LibcFile)
+            if found is None:
+                unreadable.append(path)
+                continue
+            if not found and content is not None:
+                clean.append(content)
+                known.add(content)
         files.append(path)
         size += os.path.getsize(path)
         hits += [[path, task, how] for task, how in found]
-    report = {"files": files, "bytes": size, "hits": hits, "unreadable": unreadable}
+    report = {"files": files, "bytes": size, "hits": hits, "unreadable": unreadable, "clean": clean,
+              "reused": reused}
     with open("leak_scan.json", "w") as f:
         json.dump(report, f)
-    print(f"scanned {len(files)} files ({size / 1e9:.2f} GB), {len(hits)} hits, {len(unreadable)} unreadable")
+    print(f"scanned {len(files)} files ({size / 1e9:.2f} GB; {reused} known clean by content), {len(hits)} hits, "
+          f"{len(unreadable)} unreadable")
     sys.stdout.flush()
 
 
