@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from wmrl.cli import common
 from wmrl.cli import commands as cli
+from wmrl.cli import common
 
 
 @pytest.fixture

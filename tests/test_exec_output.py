@@ -14,8 +14,8 @@ import unicodedata
 import pytest
 
 from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
-from wmrl.cli import common
 from wmrl.cli import commands as cli
+from wmrl.cli import common
 
 C1 = "\x9b2J\x9d52;c;SGVsbG8=\x9c"
 BIDI = "\u202eevil\u202c \u2066iso\u2069 \u200bzero\u2028sep"

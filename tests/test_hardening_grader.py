@@ -15,8 +15,8 @@ from wmrl.autoresearch.environments.execution_log import ExecutionLog
 from wmrl.autoresearch.environments.grader import MAX_ERROR_CHARS, MAX_FEEDBACK_CHARS, grade
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.environments.sandbox.base import ExecutionRequest, ExecutionResult, Sandbox
-from wmrl.cli import common
 from wmrl.cli import commands as cli
+from wmrl.cli import common
 from wmrl.types import Status
 
 

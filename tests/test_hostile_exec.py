@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from wmrl.cli import common
 from wmrl.cli import commands as cli
+from wmrl.cli import common
 from wmrl.types import Status
 
 HONEST = """

@@ -16,8 +16,8 @@ import pytest
 from wmrl.autoresearch.environments.leak_scan import fingerprints, leak_scan
 from wmrl.autoresearch.environments.real import SandboxEnvironment
 from wmrl.autoresearch.environments.sandbox import leak_scanner
-from wmrl.cli import common
 from wmrl.cli import commands as cli
+from wmrl.cli import common
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 
