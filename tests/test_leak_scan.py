@@ -236,7 +236,7 @@ def test_no_task_has_answers_in_any_file_a_run_can_read(tmp_path, request):
             assert task["hits"] == [] and task["files_scanned"] >= len(found["files"]), command
         scanned.append((command, found["known_clean"], len(found["files"])))
     assert scanned, missing
-    assert scanned[0][1] == 0, scanned  # the first searched everything
+    assert scanned[0][1] < 0.25 * scanned[0][2], scanned  # the first cleared only contents it met twice
     for command, known, files in scanned[1:]:  # the same view: nearly every content was cleared by the first
         assert known > 0.9 * files, (command, known, files)
     if missing:

@@ -205,4 +205,4 @@ def test_autoresearch_and_vla_paths_run_the_same_callback_classes():
 @pytest.mark.lerobot
 @pytest.mark.skipif(not VENV312.exists(), reason="no Python 3.12 lerobot env at .venv312 (.ci/run creates it)")
 def test_vla_suite_in_the_python_312_lerobot_env():
-    assert_suite_passes(VENV312, "vla", timeout_s=900)
+    assert_suite_passes(VENV312, "vla", timeout_s=1800)
