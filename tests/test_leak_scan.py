@@ -161,11 +161,11 @@ def test_the_scanner_hashes_what_an_earlier_scan_cleared_and_searches_the_rest(t
         return json.loads((work / "leak_scan.json").read_text())
 
     first = scan(set())
-    assert first["reused"] == 0 and first["hits"] == [] and len(first["clean"]) == 2
+    assert first["known_clean"] == 0 and first["hits"] == [] and len(first["clean"]) == 2
     (root / "a-again.txt").write_text("nothing to see\n")  # a cleared content at another path
     shutil.copy(task.answers_path, root / "copy.csv")
     second = scan(set(first["clean"]))
-    assert second["reused"] == 3 and len(second["files"]) == 4
+    assert second["known_clean"] == 3 and len(second["files"]) == 4
     assert [(path, task_id) for path, task_id, _ in second["hits"]] == [(str(root / "copy.csv"), "tiny_iris")]
     assert leak_scanner.digest(str(root / "copy.csv")) not in second["clean"]  # a hit is never cleared
 

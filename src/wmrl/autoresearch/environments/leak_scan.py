@@ -263,7 +263,8 @@ def leak_scan(
     tasks = suite.build(task_ids)
     prints = [fingerprints(t) for t in tasks]
     cleared = _cleared_contents(suite, prints)
-    config = {"tasks": prints, "roots": list(roots), "clean": [] if fresh else sorted(_read_cleared(cleared))}
+    known = _read_cleared(cleared)
+    config = {"tasks": prints, "roots": list(roots), "clean": [] if fresh else sorted(known)}
     request = ExecutionRequest(
         script=Path(leak_scanner.__file__).read_text(),
         files={"fingerprints.json": json.dumps(config).encode()},
@@ -278,7 +279,7 @@ def leak_scan(
         raise RuntimeError(f"the leak scan run failed ({why}): {result.stderr_tail[-2000:]}")
     found = json.loads(result.files["leak_scan.json"])
     if found["clean"]:
-        _write_cleared(cleared, _read_cleared(cleared) | set(found["clean"]))
+        _write_cleared(cleared, known | set(found["clean"]))
     reports = {}
     for task, spec in zip(tasks, prints, strict=True):
         public = sorted(str(p) for p in task.public_dir.rglob("*") if p.is_file())
@@ -290,7 +291,7 @@ def leak_scan(
         reports[task.id] = TaskReport(task.id, len(found["files"]) + len(public), public, len(spec["rows"]),
                                       spec["k"], hits)
     return LeakReport(result.backend, result.isolation, found["files"], found["bytes"], found["unreadable"], reports,
-                      found["reused"])
+                      found["known_clean"])
 
 
 def _cleared_contents(suite: TaskSuite, prints: list[dict]) -> Path:

@@ -354,11 +354,11 @@ def main():
     matcher = Matcher(config["tasks"])
     known = set(config.get("clean", ()))
     work = os.getcwd()
-    files, unreadable, hits, clean, size, reused = [], [], [], [], 0, 0
+    files, unreadable, hits, clean, size, known_clean = [], [], [], [], 0, 0
     for path in walk(config.get("roots", ["/"]), skip=[work]):
         content = digest(path, LibcFile)
         if content is not None and content in known:
-            reused += 1
+            known_clean += 1
             found = []
         else:
             found = scan_file(matcher, path, LibcFile)
@@ -372,10 +372,10 @@ def main():
         size += os.path.getsize(path)
         hits += [[path, task, how] for task, how in found]
     report = {"files": files, "bytes": size, "hits": hits, "unreadable": unreadable, "clean": clean,
-              "reused": reused}
+              "known_clean": known_clean}
     with open("leak_scan.json", "w") as f:
         json.dump(report, f)
-    print(f"scanned {len(files)} files ({size / 1e9:.2f} GB; {reused} known clean by content), {len(hits)} hits, "
+    print(f"scanned {len(files)} files ({size / 1e9:.2f} GB; {known_clean} known clean by content), {len(hits)} hits, "
           f"{len(unreadable)} unreadable")
     sys.stdout.flush()
 
