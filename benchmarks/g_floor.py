@@ -9,7 +9,7 @@ rollouts and update as every arm, no execution to wait for) under two batchings:
   prompts share one prefill; micro-batches of 8 rows of one task, each running its prompt once).
 
 Both keep the loss and its gradients (the loss is normalised over the whole batch, whatever the micro-batches;
-``tests/test_kv.py`` checks the shared-prefix passes); the sampled tokens differ, since the seeded sampler draws
+``tests/core/test_kv.py`` checks the shared-prefix passes); the sampled tokens differ, since the seeded sampler draws
 them in another order. Per setting it reports the token positions the passes computed (``tokens/generate``,
 ``tokens/update``), the measured seconds, the floor at the float32 matmul throughput measured just before and after
 (:func:`speedup.compute_floor`) and measured / floor, and writes ``results/g-floor.json``.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The learning regime on one CUDA GPU (the transformers engine; vLLM's paths are gpu_smoke.sh's), <= 10 minutes:
 #
-#   1. the CUDA tests (tests/test_cuda.py: GRPO on the GPU, fp32 and bf16, with and without LoRA, and the FSDP
+#   1. the CUDA tests (tests/core/test_cuda.py: GRPO on the GPU, fp32 and bf16, with and without LoRA, and the FSDP
 #      strategy on one GPU);
 #   2. `benchmarks/speedup.py --preset gpu-learn`: the six arms of the cpu-learn regime (same seed, tasks, budget,
 #      pretrained world model, CPU-scaled constants) with the policy, reference and update on the GPU in bf16;
@@ -37,7 +37,7 @@ PY
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 log "CUDA tests and the FSDP strategy on one GPU"
-timeout 180 "$PY" -m pytest -q tests/test_cuda.py -p no:cacheprovider  # incl. FSDP on one GPU
+timeout 180 "$PY" -m pytest -q tests/core/test_cuda.py -p no:cacheprovider  # incl. FSDP on one GPU
 
 log "the learning regime: arms $ARMS (run dirs under $OUT)"
 # shellcheck disable=SC2086

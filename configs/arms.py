@@ -1,5 +1,5 @@
 """The arm overlays of every scale, from one table: ``python configs/arms.py`` writes them,
-``tests/test_configs.py`` checks that the shipped files are what it writes.
+``tests/project/test_configs.py`` checks that the shipped files are what it writes.
 
 An arm is an overlay on its scale's base config that appends the WMRL callbacks it ablates (or changes the data or
 the environment, for the baselines). What a scale fixes once -- its base config, where its runs go, its world model

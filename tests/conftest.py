@@ -6,14 +6,14 @@ import os
 import shutil
 
 import pytest
-from docs_blocks import ROOT
-from sandbox_probe import bwrap_missing
+from support.docs_blocks import ROOT
+from support.sandbox_probe import bwrap_missing
 
 from wmrl.autoresearch.tasks.spec import TaskSpec
 
 # The suite's fits keep torch's default thread count (one per core), as before the kit chose it from the load
 # (wmrl.threads): a run and its resume in one test, or a fit and the base it is compared with, then use the same
-# kernels whatever else the machine is doing. tests/test_threads.py tests the choice itself.
+# kernels whatever else the machine is doing. tests/core/test_threads.py tests the choice itself.
 os.environ.setdefault("WMRL_THREADS", str(os.cpu_count() or 1))
 
 
@@ -159,13 +159,13 @@ def have_tool():
     return lambda name: shutil.which(name) is not None
 
 
-# -- the fake vLLM (tests/fake_vllm.py) for the fast tier's engine tests ----------------------------------------------
+# -- the fake vLLM (tests/support/fake_vllm.py) for the fast tier's engine tests ----------------------------------------------
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A tiny Llama with a byte-level tokenizer, written as the checkpoint directory vLLM loads (tests/vllm_real has
     its own: the real SmolLM2)."""
-    import fake_vllm
-    from fakes import byte_tokenizer
+    from support import fake_vllm
+    from support.fakes import byte_tokenizer
 
     from wmrl.models import tiny_llama
 
@@ -176,7 +176,7 @@ def checkpoint(tmp_path_factory):
 @pytest.fixture
 def fake(monkeypatch):
     """The fake vLLM installed as ``vllm`` for the test, with no engine left over before or after it."""
-    import fake_vllm
+    from support import fake_vllm
 
     from wmrl.generation.vllm import release_engines
 

@@ -1,5 +1,5 @@
 """A griffe extension for the API reference: docstring examples (``>>>`` lines and their output) become fenced
-``pycon`` blocks, as a reader expects them and as ``tests/test_doctests.py`` runs them.
+``pycon`` blocks, as a reader expects them and as ``tests/project/test_doctests.py`` runs them.
 
 Left as plain docstring text, Markdown would read ``>>>`` as nested quotes and ``[a, b][0]`` in an output line
 as a link reference (which the strict build then cannot resolve). Examples under a Google ``Examples:`` section

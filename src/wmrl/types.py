@@ -596,7 +596,7 @@ def _members(protocol: type) -> set[str]:
     return set(protocol.__protocol_attrs__ if sys.version_info >= (3, 12) else typing._get_protocol_attrs(protocol))
 
 
-#: the records and every plug-in contract (``tests/test_no_probing.py`` checks the shipped plug-ins against them)
+#: the records and every plug-in contract (``tests/core/test_no_probing.py`` checks the shipped plug-ins against them)
 __all__ = [
     # records
     "Basis", "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",

@@ -1,6 +1,6 @@
 """tests/vla run in the Python 3.12 LeRobot environment (.venv312, created by .ci/run); elsewhere they skip.
 
-From the 3.11 suite, tests/test_vla_env.py runs this directory through ``.venv312/bin/python -m pytest``.
+From the 3.11 suite, tests/project/test_vla_env.py runs this directory through ``.venv312/bin/python -m pytest``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ def test_the_vla_module_uses_the_shared_training_step():
 
 
 def test_a_vla_step_with_nothing_to_train_on_still_counts(tmp_path):
-    """The empty-step rule RLModule owns (tests/test_grpo_module.py checks the LLM module's): a step whose rewards
+    """The empty-step rule RLModule owns (tests/autoresearch/test_grpo_module.py checks the LLM module's): a step whose rewards
     are all dropped trains nothing, yet global_step advances, so the next step plays its own seed."""
     import lightning.pytorch as pl
     import pytest

@@ -120,7 +120,7 @@ def test_every_shipped_vla_config_saves_hyperparameters_that_ckpt_path_reads(con
     path (LightningCLI's form), loadable with weights_only. The end-to-end commands run above on the quickstart."""
     import io
 
-    from config_overlays import composed
+    from support.config_overlays import composed
 
     from wmrl.cli import lightning_cli
 

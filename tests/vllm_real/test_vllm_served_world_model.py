@@ -33,7 +33,7 @@ START_TIMEOUT_S = 600
 
 def serve_block() -> str:
     """docs/scale-out.md's ``vllm serve`` command, as shown (run from the repository root)."""
-    from docs_blocks import docs_block
+    from support.docs_blocks import docs_block
 
     return docs_block("docs/scale-out.md", "served-world-model-server")
 

@@ -118,7 +118,7 @@ def causal_lm_logits(
     With ``share_prefix`` (and at least :data:`MIN_SHARED_PREFIX` leading tokens common to every row that no
     kept logit needs), the common prefix runs once as a batch of one and its KV cache is repeated per row;
     otherwise one plain batched forward. Both give the same logits and gradients up to float rounding
-    (``tests/test_kv.py``).
+    (``tests/core/test_kv.py``).
     """
     rows, length = ids.shape
     shared = shared_prefix(ids, attention_mask, logits_to_keep, share_prefix)

@@ -13,7 +13,7 @@ prompt's keys and values stay one copy, and each step's attention runs in two pa
 merged exactly by their softmax normalisers (``m = max(m1, m2)``, ``o = (o1 e^(m1-m) + o2 e^(m2-m)) /
 (l1 e^(m1-m) + l2 e^(m2-m))``). Everything else is the model's own modules (norms, projections with any LoRA
 adapter, rotary embedding, MLP, head), so the logits equal the model's plain forward up to float rounding
-(``tests/test_shared_decode.py``).
+(``tests/core/test_shared_decode.py``).
 
 It applies to Llama-architecture decoders (:func:`supports`: SmolLM2, Llama; no sliding window, no per-head norms);
 :class:`~wmrl.generation.hf.HFGenerationEngine` decodes other models through their own forward.

@@ -1,7 +1,7 @@
 """The injection set: copies of a script with text added that changes nothing it does, only what it says.
 
 A world model that gives such a copy a higher reward than the script can be talked into a reward, and a policy
-trained against it learns to talk. ``tests/test_world_model_injection.py`` holds both AutoResearch world models to
+trained against it learns to talk. ``tests/autoresearch/test_world_model_injection.py`` holds both AutoResearch world models to
 the same reward on every copy, and ``benchmarks/injection.py`` reports the effect on each, reading the script as
 written and as it executes (:mod:`~wmrl.autoresearch.environments.executed_form`).
 """
