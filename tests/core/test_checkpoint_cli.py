@@ -109,6 +109,22 @@ def test_validate_and_test_from_a_checkpoint_evaluate_it_as_it_was_trained(runs,
     assert (tmp_path / "samples" / f"{command}_step3" / "smoke_iris" / "0.py").is_file()
 
 
+def test_a_checkpoint_of_an_earlier_layout_is_read_under_its_class_s_present_path(runs, tmp_path, capsys):
+    """A checkpoint saved when ``GRPOModule`` lived in ``wmrl.autoresearch.grpo`` validates as the fit's own does;
+    the old path stays refused in a config (the user's to edit), a checkpoint is read under the new one."""
+    saved = torch.load(runs["straight"] / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["hyper_parameters"]["_class_path"] == "wmrl.autoresearch.module.GRPOModule"
+    saved["hyper_parameters"]["_class_path"] = "wmrl.autoresearch.grpo.GRPOModule"
+    old = tmp_path / "old-layout.ckpt"
+    torch.save(saved, old)
+    code = main(["validate", "-c", QUICKSTART, "-c", FAST, "--ckpt_path", str(old), "--trainer.default_root_dir",
+                 str(tmp_path / "run"), "--trainer.enable_progress_bar", "false"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    evaluated = responses(tmp_path / "run" / "samples" / "validate_step3")
+    assert evaluated == responses(runs["straight"] / "samples" / "heldout_step3")
+    assert "wmrl.autoresearch.grpo" not in sys.modules  # the old path was importable only while the checkpoint was read
+
+
 def test_the_report_after_a_resume_and_a_validate_in_the_run_dir_shows_the_fits_steps(runs, tmp_path, capsys):
     """The training guide's order (fit, resume, validate, report) in one run dir: the report reads the fit's two
     training logs joined, not the newest log (validate's, which has no training step), and numbers the steps as

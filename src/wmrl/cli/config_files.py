@@ -6,11 +6,20 @@ Two mistakes that jsonargparse reports as a long union-type error that names nei
   (``# overlay on: configs/vla/pusht_gpu.yaml``), and holds only what it changes;
 - a ``class_path`` written for an earlier layout (``wmrl.modules.grpo.GRPOModule`` or
   ``wmrl.autoresearch.grpo.GRPOModule``, now ``wmrl.autoresearch.module.GRPOModule``), in a config or a flag.
+
+A checkpoint is not the user's to edit: one written under an earlier layout names its module's old class path in its
+saved settings, and :func:`moved_modules_importable` lets ``--ckpt_path`` read it under the present one.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 OVERLAY_LINE = "# overlay on: "
@@ -47,6 +56,44 @@ for _wing in ("wmrl.environments", "wmrl.autoresearch.environments"):  # the Aut
 # the longest old path first; an old path is a whole name (``wmrl.vla.data`` is not ``wmrl.vla.datamodule``)
 _OLD = re.compile(r"\b(" + "|".join(re.escape(old) for old in sorted(MOVED, key=len, reverse=True))
                   + r")(?![\w])(\.[\w.]+)?")
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old module path of :data:`MOVED` as a module holding the names of the module it moved to (the
+    same objects: a class read through the old path is the class, whose ``__module__`` is its present one)."""
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201 - importlib's signature
+        return importlib.util.spec_from_loader(name, self) if name in MOVED else None
+
+    def exec_module(self, module) -> None:  # noqa: ANN001 - importlib's signature
+        present = importlib.import_module(MOVED[module.__name__])
+        module.__dict__.update({k: v for k, v in vars(present).items() if not k.startswith("__")})
+
+
+@contextmanager
+def moved_modules_importable() -> Iterator[None]:
+    """While the block runs, ``import wmrl.autoresearch.grpo`` (an old path of :data:`MOVED`) gives the module it
+    moved to, so a class path saved in a checkpoint of an earlier layout resolves to the class's present one; after
+    it, old paths fail again (a config keeps being refused with the new name: :func:`command_line_errors`).
+
+    >>> with moved_modules_importable():
+    ...     from wmrl.autoresearch.grpo import GRPOModule
+    >>> GRPOModule.__module__
+    'wmrl.autoresearch.module'
+    >>> import wmrl.autoresearch.grpo
+    Traceback (most recent call last):
+    ModuleNotFoundError: No module named 'wmrl.autoresearch.grpo'
+    """
+    finder = _MovedModules()
+    before = set(sys.modules)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            if name in MOVED:
+                del sys.modules[name]
 
 
 def declared_bases(config: Path) -> list[str]:
