@@ -47,7 +47,7 @@ import wmrl.autoresearch.datamodule
 import wmrl.autoresearch.module
 import wmrl.vla.datamodule.lerobot
 import wmrl.vla.module  # noqa: F401
-from wmrl.cli.config_files import moved_modules_importable, moved_name
+from wmrl.cli.config_files import moved_modules_importable
 from wmrl.cli.interrupt import INTERRUPTED, InterruptCheckpoint, Interrupted
 from wmrl.cli.quick_help import LIGHTNING_COMMANDS
 
@@ -247,12 +247,10 @@ class WMRLCli(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """LightningCLI's reading of ``--ckpt_path``'s saved model settings, with the class path that a checkpoint
-        of an earlier layout names (``wmrl.autoresearch.grpo.GRPOModule``) read as its class's present path."""
+        of an earlier layout names (``wmrl.autoresearch.grpo.GRPOModule``) importable while it is read: the parsed
+        config then holds the class's present path (jsonargparse writes a class's own import path)."""
         with moved_modules_importable():
             super()._parse_ckpt_path()
-        model = self.config[self.config.subcommand].get("model") if self.config.get("subcommand") else None
-        if model is not None and (moved := moved_name(str(model.get("class_path", "")))):
-            model["class_path"] = moved[1]
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         super().parse_arguments(parser, args)
