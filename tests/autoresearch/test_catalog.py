@@ -116,14 +116,16 @@ def test_no_two_splits_share_a_table_by_content():
     assert shared == []
 
 
+def loaded_after(imports: str, *prefixes: str) -> list[str]:
+    """The modules named by or under ``prefixes`` that a new interpreter has loaded after ``import IMPORTS``."""
+    code = f"import sys, {imports}\nprint(sorted(m for m in sys.modules if m.split('.')[0] in {prefixes!r} " \
+           f"or m.startswith({prefixes!r})))"
+    return eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
 def test_import_wmrl_stays_light():
-    code = (
-        "import sys, wmrl, wmrl.types, wmrl.autoresearch.tasks.catalog, wmrl.autoresearch.environments.sandbox\n"
-        "heavy = [m for m in ('transformers', 'vllm', 'lerobot', 'torch', 'sklearn', 'pandas') if m in sys.modules]\n"
-        "print(heavy)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    imports = "wmrl, wmrl.types, wmrl.autoresearch.tasks.catalog, wmrl.autoresearch.environments.sandbox"
+    assert loaded_after(imports, "transformers", "vllm", "lerobot", "torch", "sklearn", "pandas") == []
 
 
 @pytest.fixture(scope="module")
@@ -202,13 +204,8 @@ def test_import_wmrl_callbacks_needs_no_model_stack():
     """`wmrl.callbacks` subclasses Lightning's Callback. Lightning imports torchmetrics, which imports
     transformers at module level when it is installed (torchmetrics/functional/text/bert.py); wmrl's own
     callback code imports neither transformers, vllm, lerobot nor wmrl's model and rollout modules."""
-    code = (
-        "import sys, wmrl.callbacks\n"
-        "print(sorted(m for m in sys.modules if m in ('vllm', 'lerobot') or m.startswith(('wmrl.models', "
-        "'wmrl.rollout', 'wmrl.modules', 'wmrl.autoresearch', 'wmrl.vla'))))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert loaded_after("wmrl.callbacks", "vllm", "lerobot", "wmrl.models", "wmrl.rollout", "wmrl.modules",
+                        "wmrl.autoresearch", "wmrl.vla") == []
 
 
 def test_the_heavy_tier_starter_runs_in_the_sandbox_and_replaces_the_prompts_starter(suite, process_sandbox):
