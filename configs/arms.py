@@ -107,7 +107,7 @@ SCALES: list[Scale] = [
             '          init_args: {model: policy, mode: score}\n'
         ),
         callbacks={
-            'anchors': ('AnchorRouting', '{fraction: 0.1, floor: 1, capacity: null, selection: random, seed: 0}'),
+            'anchors': ('AnchorRouting', '{fraction: 0.1, floor: 1, capacity: null, selection: random, seed: "${seed_everything}"}'),
             'isotonic_map': ('OnlineDebiasing', '{min_pairs: 4, refit_every: 4, buffer_size: 5000, bins: 10}'),
             'denoising': ('InverseVarianceDenoising', '{half_life: 64, warmup: 1, target: 2.0, min_weight: 1.0, max_weight: 4.0}'),
             'no_anchors': ('AnchorRouting', '{fraction: 0.0, floor: 0}'),
@@ -160,11 +160,11 @@ SCALES: list[Scale] = [
         world_model=(
             '        world_model:\n'
             '          class_path: wmrl.autoresearch.world_models.lm.LMWorldModel\n'
-            '          init_args: {model: policy, mode: generate, max_new_tokens: 1024, temperature: 0.7, top_p: 0.8,\n'
+            '          init_args: {model: policy, mode: generate, max_new_tokens: 1024, temperature: 0.7, top_p: 0.8, seed: "${seed_everything}",\n'
             '                      backend: {class_path: wmrl.generation.hf_world_model.HFWorldModelBackend, init_args: {batch_size: 64}}}\n'
         ),
         callbacks={
-            'anchors': ('AnchorRouting', '{fraction: 0.1, floor: 2, capacity: null, selection: random, seed: 0}'),
+            'anchors': ('AnchorRouting', '{fraction: 0.1, floor: 2, capacity: null, selection: random, seed: "${seed_everything}"}'),
             'isotonic_map': ('OnlineDebiasing', '{min_pairs: 200, refit_every: 64, buffer_size: 5000, bins: 10}'),
             'denoising': ('InverseVarianceDenoising', '{half_life: 64, warmup: 32, target: 2.0, min_weight: 1.0, max_weight: 4.0}'),
             'no_anchors': ('AnchorRouting', '{fraction: 0.0, floor: 0}'),

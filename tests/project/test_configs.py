@@ -10,6 +10,7 @@ import pytest
 from lightning.pytorch.loggers import CSVLogger
 from support.config_overlays import ABLATIONS, FULL, KIT, OVERLAY_LINE, composed, declared_bases
 
+from wmrl.autoresearch.datamodule import tasks_for_step
 from wmrl.cli import lightning_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -342,6 +343,25 @@ def test_the_cpu_engine_overlay_replaces_the_paper_overlays_gpu_settings(tmp_pat
     assert settings.dtype == "float32"
     (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
     assert isinstance(world_model.backend, VLLMWorldModelBackend) and world_model.model_name == "policy"
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+@pytest.mark.parametrize("overlays", [("ablations/cpu/wmrl",), ("paper_4b_vllm", "vllm_cpu")])
+def test_seed_everything_reaches_every_seed_of_an_autoresearch_run(seed, overlays, tmp_path, monkeypatch):
+    """``--seed_everything=k`` is the rollouts' seed (the module's), the task draw's (the data module's), the anchor
+    draw's and the sampling world model's: the shipped configs interpolate it; 0 is what they set."""
+    from wmrl.callbacks import AnchorRouting
+
+    monkeypatch.chdir(tmp_path)
+    cli = lightning_cli([*(a for c in ("quickstart", *overlays) for a in ("-c", str(ROOT / f"configs/autoresearch/{c}.yaml"))),
+                         f"--seed_everything={seed}"], run=False)
+    (routing,) = [c for c in cli.trainer.callbacks if isinstance(c, AnchorRouting)]
+    assert cli.model.hparams.seed == cli.datamodule.seed == routing.seed == seed
+    (world_model,) = [c.world_model for c in cli.trainer.callbacks if hasattr(c, "world_model")]
+    assert world_model.seed == (seed if world_model.mode == "generate" else 0)  # score mode samples nothing
+    if seed:  # another seed plays other tasks
+        data = cli.datamodule
+        assert data.tasks_of_step(0) != tasks_for_step(data.train_tasks, data.groups_per_step, 0, 0)
 
 
 def test_the_old_policy_type_form_is_refused_naming_the_key_and_the_new_form(tmp_path, monkeypatch, capsys):
