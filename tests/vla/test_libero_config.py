@@ -1,5 +1,5 @@
 """configs/vla/libero_gpu.yaml (on configs/vla/pusht_gpu.yaml): instantiates without LIBERO, and its first use names
-the missing package."""
+the missing package; the shipped VLA bases take every seed from ``--seed_everything``."""
 
 from __future__ import annotations
 
@@ -36,3 +36,20 @@ def test_libero_simulator_configuration_errors_name_the_key():
 
     with pytest.raises(ValueError, match=r"model.init_args.simulator.init_args.suite must be one of .*libero_10"):
         LiberoSimulator(suite="libero_long")
+
+
+@pytest.mark.parametrize("config", ["pusht_quickstart", "pusht_gpu"])
+def test_seed_everything_reaches_every_seed_of_a_shipped_vla_config(config, tmp_path, monkeypatch):
+    """``--seed_everything=k`` is the module's, the data module's, the anchor draw's and the world model's seed (the
+    configs interpolate it); the demonstrations' and the initial states' seeds do not move."""
+    from wmrl.callbacks import AnchorRouting, WorldModelReward
+    from wmrl.cli import lightning_cli
+
+    monkeypatch.chdir(tmp_path)
+    cli = lightning_cli(["-c", str(ROOT / f"configs/vla/{config}.yaml"), "--trainer.accelerator=cpu",
+                         "--seed_everything=2"], run=False)
+    (routing,) = [c for c in cli.trainer.callbacks if isinstance(c, AnchorRouting)]
+    (reward,) = [c for c in cli.trainer.callbacks if isinstance(c, WorldModelReward)]
+    assert cli.model.hparams.seed == cli.datamodule.seed == routing.seed == 2
+    assert reward.world_model.generator.initial_seed() == 2
+    assert (cli.datamodule.demo_seed, cli.datamodule.train_seeds[0]) == (100000, 0)
