@@ -354,6 +354,7 @@ def equal_budget_groups(preset: Preset) -> int:
     routing = next(c for c in trainer.get("callbacks+", trainer.get("callbacks", []))
                    if c["class_path"].endswith("AnchorRouting"))
     settings = {**routing.get("init_args", {}), **preset.callbacks.get("AnchorRouting", {})}
+    settings.pop("seed", None)  # the YAML's "${seed_everything}" is resolved by a fit; how many anchors needs no seed
     return AnchorRouting(**settings).anchors_for(preset.groups_per_step)
 
 
