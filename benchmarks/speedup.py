@@ -854,6 +854,7 @@ def learning_figures(summary: dict[str, dict], start: dict | None, target: Path,
                 points = row["along_the_run"].values()
                 xs = ([0] if begin else []) + [p["executions"] for p in points]
                 ys = ([begin[0]] if begin else []) + [p["held_out"]["point"] for p in points]
+                x = xs[-1]  # the last evaluation's interval where its line ends (a seed's executions, not the sum)
             # arms that end on the same score would hide each other: each gets its own marker and dash
             line, = ax.plot(xs, ys, marker="osv^Dx"[k % 6], ls=("-", "--", ":", "-.")[k % 4], ms=7 - k % 3,
                             label=LABELS[a])
