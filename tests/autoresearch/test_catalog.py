@@ -3,6 +3,7 @@ recording machine, within each model family's tolerance and at the same rank on 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -118,9 +119,9 @@ def test_no_two_splits_share_a_table_by_content():
 
 def loaded_after(imports: str, *prefixes: str) -> list[str]:
     """The modules named by or under ``prefixes`` that a new interpreter has loaded after ``import IMPORTS``."""
-    code = f"import sys, {imports}\nprint(sorted(m for m in sys.modules if m.split('.')[0] in {prefixes!r} " \
-           f"or m.startswith({prefixes!r})))"
-    return eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    code = f"import json, sys, {imports}\nprint(json.dumps(sorted(sys.modules)))"
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in prefixes)]
 
 
 def test_import_wmrl_stays_light():
