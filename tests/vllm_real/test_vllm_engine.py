@@ -107,7 +107,9 @@ def test_seeded_sampling_reproduces_and_a_groups_rows_differ(new_policy, cpu_set
 def tiny_checkpoint(checkpoint, tmp_path_factory):
     """A randomly initialised two-layer Llama with SmolLM2's tokenizer, saved where vLLM loads it: a prompt of
     3,000 tokens costs its engine a fraction of what SmolLM2's costs (the test below took 45 s in CI's rehearsal, its
-    engine's start included, against 263 s on SmolLM2 in stop 56's CI)."""
+    engine's start included, against 263 s on SmolLM2 in stop 56's CI). Not :func:`wmrl.models.tiny_llama`: its
+    heads are 16 wide, which vLLM's CPU attention refuses ("Unsupported CPU attention configuration: head_dim=16",
+    tried 2026-12-07); these are 32 wide."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
