@@ -25,16 +25,8 @@ import time
 from pathlib import Path
 
 from wmrl.autoresearch.environments.real import SandboxEnvironment
-from wmrl.autoresearch.tasks.model_choice import candidate_lines
+from wmrl.autoresearch.tasks.model_choice import candidate_lines, with_model_line
 from wmrl.types import Status
-
-
-def with_line(starter: str, model_line: str) -> str:
-    """The choice starter with ``model_line`` in place of its own."""
-    lines = starter.splitlines()
-    at = next(i for i, line in enumerate(lines) if line.startswith("model ="))
-    lines[at] = model_line
-    return "\n".join(lines) + "\n"
 
 
 def _position(position: float | None) -> str:
@@ -57,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     started, rows = time.perf_counter(), []
     for task_id in tasks:
         starter = env.starter(task_id)
-        scripts = [(line.partition("preprocess, ")[2][:-1], with_line(starter, line))
+        scripts = [(line.partition("preprocess, ")[2][:-1], with_model_line(starter, line))
                    for line in candidate_lines(starter)]
         outcomes = env.execute_many([(task_id, s) for _, s in scripts])
         runs = [{"estimator": e, "status": o.status.value, "position": o.position, "validation": o.validation_score,

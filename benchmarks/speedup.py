@@ -80,7 +80,7 @@ from wmrl.benchmarking import best_matmul_seconds, cpu_probe, kept_by_hand, mach
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl", "real_grpo_equal_budget",
-        "wmrl_paper")
+        "wmrl_paper", "wmrl_least_separated")
 #: real-execution GRPO at full WMRL's execution budget: as many groups a step as full WMRL executes (its anchors)
 EQUAL_BUDGET = "real_grpo_equal_budget"
 LABELS = {
@@ -92,7 +92,12 @@ LABELS = {
     "denoise_only": "Denoising only",
     "wmrl": "Full WMRL",
     "wmrl_paper": "Full WMRL, the paper's corrections",  # run when asked (--arms): ablations/cpu/wmrl_paper.yaml
+    "wmrl_least_separated": "Full WMRL, anchors where the world model separates least",  # run when asked (--arms)
 }
+#: arms that are another arm's overlay with some callbacks' settings changed (no YAML of their own): the kit's WMRL
+#: with its anchors placed before each step on the tasks the world model tells apart least (AnchorRouting
+#: ``selection: least_separated``; it needs a world model that says so, as the task-aware one of ``suite-quality``)
+VARIANTS = {"wmrl_least_separated": ("wmrl", {"AnchorRouting": {"selection": "least_separated"}})}
 # The two arms of the ratio first, back to back; the other ablations after them (``--reuse`` continues a
 # benchmark that was stopped).
 RUN_ORDER = ("wmrl", "real_grpo", EQUAL_BUDGET, "uncorrected", "debias_only", "denoise_only", "pure_world_model")
@@ -309,8 +314,10 @@ PRESETS["gpu-learn"] = replace(
 
 # -- running the arms ------------------------------------------------------------------------------------------
 def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> dict:
-    """The overlay for one arm: its ablation overlay with the preset's shared settings on top."""
-    overlay_path = ROOT / preset.ablations / f"{arm}.yaml"
+    """The overlay for one arm: its ablation overlay (a variant's: its base arm's, with its changes) with the preset's
+    shared settings on top."""
+    base, changes = VARIANTS.get(arm, (arm, {}))
+    overlay_path = ROOT / preset.ablations / f"{base}.yaml"
     if not overlay_path.is_file():
         raise FileNotFoundError(f"{overlay_path}: the ablation overlay of arm {arm!r} is missing")
     overlay = yaml.safe_load(overlay_path.read_text())
@@ -321,6 +328,7 @@ def arm_config(preset: Preset, arm: str, run_dir: Path, eval_at_start: bool) -> 
         if preset.world_model is not None and name == "WorldModelReward":
             callback["init_args"]["world_model"] = json.loads(json.dumps(preset.world_model))
         callback.setdefault("init_args", {}).update(preset.callbacks.get(name, {}))
+        callback["init_args"].update(changes.get(name, {}))
     model = {
         "environment": {
             "class_path": "wmrl.autoresearch.environments.real.SandboxEnvironment",

@@ -26,6 +26,7 @@ from wmrl.types import (
     Environment,
     GradesTrajectories,
     KnowsItsAgreement,
+    KnowsItsSeparation,
     LearnsFromAnchors,
     Outcome,
     ReportsMetrics,
@@ -37,7 +38,7 @@ from wmrl.types import (
 
 #: what a world model may declare (``Checkpointable`` is structural: ``state_dict`` is every torch module's contract)
 WORLD_MODEL_CAPABILITIES = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, BindsToEnvironment,
-                            ComparesWithStarter, ReportsMetrics, KnowsItsAgreement)
+                            ComparesWithStarter, ReportsMetrics, KnowsItsAgreement, KnowsItsSeparation)
 SCRIPT = "import numpy as np\nprint(np.arange(3).sum())\n"
 
 

@@ -8,14 +8,14 @@ The contracts (at the end), the plug-in points the core itself uses, listed in `
 answers :class:`StepRequest` s with outcomes; a :class:`WorldModel` is an environment whose ``source`` is
 ``Source.WORLD_MODEL``, with optional capabilities the callbacks use when a world model has them
 (:class:`LearnsFromAnchors`, :class:`GradesTrajectories`, :class:`BindsToPolicy`, :class:`BindsToEnvironment`,
-:class:`Checkpointable`, :class:`ReportsMetrics`, :class:`KnowsItsAgreement`). A language-model world model runs its
-model on a :class:`LanguageModelBackend`; a language policy is a :class:`LanguagePolicy` (an :class:`AdapterPolicy`
-with LoRA) sampled by a :class:`GenerationEngine`. Each domain adds the contracts of its own plug-ins in its wing
-(``contracts`` there). They are runtime-checkable protocols (the engine excepted, a base class: see
-:class:`GenerationEngine`): a class fills a role by having the members, no base class
-needed; the modules check their plug-ins at construction and name the config key and the missing members
-(:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model. The optional capabilities
-(:data:`CAPABILITIES`) are declared: a plug-in lists them among its bases, and one that only has their members is
+:class:`Checkpointable`, :class:`ReportsMetrics`, :class:`KnowsItsAgreement`, :class:`KnowsItsSeparation`). A
+language-model world model runs its model on a :class:`LanguageModelBackend`; a language policy is a
+:class:`LanguagePolicy` (an :class:`AdapterPolicy` with LoRA) sampled by a :class:`GenerationEngine`. Each
+domain adds the contracts of its own plug-ins in its wing (``contracts`` there). They are runtime-checkable
+protocols (the engine excepted, a base class: see :class:`GenerationEngine`): a class fills a role by having
+the members, no base class needed; the modules check their plug-ins at construction and name the config key
+and the missing members (:func:`missing_members`); ``wmrl.testing.check_world_model`` checks a world model. The
+optional capabilities (:data:`CAPABILITIES`) are declared: a plug-in lists them among its bases, and one that only has their members is
 told so and not used that way (:func:`declares`).
 """
 
@@ -377,6 +377,16 @@ class KnowsItsAgreement(Protocol):
 
 
 @runtime_checkable
+class KnowsItsSeparation(Protocol):
+    """A world model that says, before a group is rolled out, how far apart its rewards lie for the scripts a task's
+    prompt offers (the standard deviation of its predictions over them; ``None``: it cannot say for this task). A
+    task it separates little is one whose world-model advantages are mostly its own errors (group normalisation
+    scales small differences up): ``AnchorRouting(selection="least_separated")`` executes those groups first."""
+
+    def separation(self, task_id: str) -> float | None: ...
+
+
+@runtime_checkable
 class PlansSteps(Protocol):
     """A data module that says a training step's tasks before its loader yields them (asynchronous rollouts play
     the next step ahead: ``max_staleness: 1``); what it says must be what the loader then yields."""
@@ -559,7 +569,7 @@ def missing_members(plugin: Any, protocol: type) -> str:
 #: the optional capabilities a plug-in declares by listing them among its bases (:func:`declares`)
 #: (each wing adds its own: ``wmrl.<wing>.contracts.CAPABILITIES``)
 CAPABILITIES: tuple[type, ...] = (LearnsFromAnchors, GradesTrajectories, BindsToPolicy, BindsToEnvironment,
-                                  ReportsMetrics, KnowsItsAgreement, KnowsContext)
+                                  ReportsMetrics, KnowsItsAgreement, KnowsItsSeparation, KnowsContext)
 _undeclared: set[tuple[type, type]] = set()
 
 
@@ -602,7 +612,8 @@ __all__ = [
     "Basis", "Outcome", "RewardCorrections", "RolloutBatch", "RolloutPlan", "Source", "Status", "StepRequest", "Trajectory", "Turn",
     # environments and world models
     "Environment", "WorldModel", "LearnsFromAnchors", "GradesTrajectories", "BindsToPolicy", "BindsToEnvironment",
-    "Checkpointable", "ReportsMetrics", "KnowsItsAgreement", "PlansSteps", "KnowsContext", "LanguageModelBackend",
+    "Checkpointable", "ReportsMetrics", "KnowsItsAgreement", "KnowsItsSeparation", "PlansSteps", "KnowsContext",
+    "LanguageModelBackend",
     # policies, generation
     "LanguagePolicy", "AdapterPolicy", "GenerationEngine", "SamplingParams", "Generation", "FinishReason",
     # what refuses a plug-in that lacks a member; which optional capabilities a plug-in declares

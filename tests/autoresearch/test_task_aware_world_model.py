@@ -193,6 +193,29 @@ def test_a_cached_card_is_read_not_recomputed_and_its_cost_still_reported(tiny_s
     assert second.metrics()["card_seconds_cached"] == pytest.approx(card["seconds"])
 
 
+def test_it_says_how_far_apart_its_rewards_lie_for_the_lines_a_task_offers(tiny_suite):
+    """``KnowsItsSeparation``: nothing before the regressor is fitted; once it learned that iris's families differ and
+    diabetes's do not, it separates iris's menu more; a line an anchor ran counts at its real reward."""
+    from wmrl.autoresearch.tasks.model_choice import candidate_lines
+
+    model = TaskAwareWorldModel(suite=tiny_suite, min_examples=16, refit_every=4, cache_cards=False)
+    assert model.separation("tiny_iris") is None
+    rows = []
+    for k in range(10):
+        rows += [("tiny_iris", f"RandomForestClassifier(n_estimators={50 + k})", 0.9),
+                 ("tiny_iris", f"LogisticRegression(C={1 + k})", 0.55),
+                 ("tiny_diabetes", f"RandomForestRegressor(n_estimators={50 + k})", 0.7),
+                 ("tiny_diabetes", f"Ridge(alpha={1 + k})", 0.7)]
+    model.learn([t for t, _, _ in rows], [script(tiny_suite, t, e) for t, e, _ in rows],
+                [valid(r) for _, _, r in rows])
+    iris, diabetes = model.separation("tiny_iris"), model.separation("tiny_diabetes")
+    assert iris > diabetes + 0.05
+    offered = candidate_lines(tiny_suite.get("tiny_diabetes").starter)[1].partition("preprocess, ")[2][:-1]
+    crash = Outcome(Status.RUNTIME_ERR, 0.1, error="MemoryError")
+    model.learn(["tiny_diabetes"], [script(tiny_suite, "tiny_diabetes", offered)], [crash])
+    assert model.separation("tiny_diabetes") > diabetes + 0.1
+
+
 def test_it_meets_the_world_model_contract_with_its_capabilities(tiny_suite):
     """``wmrl.testing.check_world_model``: the gate answers 0.0 without a model call, every turn gets an outcome;
     and it declares what WorldModelReward uses: learning from anchors, checkpoints, metrics, the shown starter."""
@@ -202,7 +225,8 @@ def test_it_meets_the_world_model_contract_with_its_capabilities(tiny_suite):
     model = TaskAwareWorldModel(suite=tiny_suite, cache_cards=False)
     report = check_world_model(model, task_id="tiny_iris")
     assert report.problems == []
-    assert {"LearnsFromAnchors", "Checkpointable", "ReportsMetrics", "ComparesWithStarter"} <= set(report.capabilities)
+    assert {"LearnsFromAnchors", "Checkpointable", "ReportsMetrics", "ComparesWithStarter",
+            "KnowsItsSeparation"} <= set(report.capabilities)
     assert WorldModelReward(model).world_model is model
 
 

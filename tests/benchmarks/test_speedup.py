@@ -100,6 +100,18 @@ def test_the_gpu_preset_keeps_the_paper_config_and_puts_the_world_model_on_vllm(
     assert cli.model.environments["real"].starter_solution == "linear_baseline"
 
 
+def test_the_least_separated_arm_is_full_wmrl_with_its_anchors_placed_and_nothing_else_changed():
+    preset = speedup.PRESETS["suite-quality"]
+    full = speedup.arm_config(preset, "wmrl", Path("run"), eval_at_start=False)
+    placed = speedup.arm_config(preset, "wmrl_least_separated", Path("run"), eval_at_start=False)
+    (routing,) = [c for c in placed["trainer"]["callbacks+"] if c["class_path"].endswith("AnchorRouting")]
+    assert routing["init_args"]["selection"] == "least_separated"
+    routing["init_args"]["selection"] = "random"
+    assert placed == full
+    world_model = next(c for c in full["trainer"]["callbacks+"] if c["class_path"].endswith("WorldModelReward"))
+    assert world_model["init_args"]["world_model"]["class_path"].endswith("TaskAwareWorldModel")  # it says
+
+
 def test_a_missing_overlay_is_named(tmp_path):
     preset = speedup.Preset(base="x.yaml", ablations="configs/nowhere", steps=1, group_size=2, groups_per_step=1,
                             eval_samples=1)

@@ -246,6 +246,31 @@ def test_uncertainty_routing_prefers_unseen_then_uncertain_tasks():
     assert routing.select(list("abcz")) == [3]  # z never seen: most uncertain
 
 
+def test_least_separated_routing_anchors_the_tasks_the_world_model_tells_apart_least():
+    from types import SimpleNamespace
+
+    from wmrl.types import KnowsItsSeparation
+
+    class Separating(KnowsItsSeparation):
+        spread = {"a": 0.2, "b": 0.01, "c": None, "d": 0.1}
+
+        def separation(self, task_id):
+            return self.spread[task_id]
+
+    module = SimpleNamespace(environments={"world_model": Separating()})
+    one, two = (AnchorRouting(share, floor=0, selection="least_separated") for share in (0.25, 0.5))
+    for routing in (one, two):
+        routing.on_fit_start(None, module)
+    assert [list("abcd")[g] for g in one.select(list("abcd"))] == ["b"]
+    assert [list("abcd")[g] for g in two.select(list("abcd"))] == ["b", "d"]
+    assert [list("acd")[g] for g in two.select(list("acd"))] == ["a", "d"]  # c: it cannot say, so last
+    unsaying = AnchorRouting(0.25, floor=0, selection="least_separated")
+    with pytest.raises(ValueError, match="does not declare wmrl.types.KnowsItsSeparation; TaskAwareWorldModel does"):
+        unsaying.on_fit_start(None, SimpleNamespace(environments={"world_model": object()}))
+    with pytest.raises(ValueError, match="selection must be one of random, stratified, uncertainty, least_separated"):
+        AnchorRouting(selection="closest")
+
+
 def test_callback_state_round_trips_exactly():
     routing = AnchorRouting(0.3, floor=1, seed=7)
     for _ in range(3):

@@ -30,4 +30,5 @@ ABLATIONS = {
     "wmrl": KIT,
     "wmrl_paper": FULL,
     "real_grpo_equal_budget": [],  # real GRPO on as many groups a step as full WMRL executes
+    "wmrl_least_separated": KIT,  # benchmarks/speedup.py's variant of wmrl (its anchors placed), no YAML of its own
 }

@@ -21,6 +21,11 @@ Selections:
 - ``uncertainty``: the groups whose tasks the world model has been least sure about (the running mean of its
   predicted-reward variance on that task; unseen tasks first). The plan is made before rollouts, so the
   uncertainty is the task's history, not the current rollouts'.
+- ``least_separated``: the groups whose tasks the world model tells apart least, asked before the rollouts
+  (:class:`~wmrl.types.KnowsItsSeparation`: the spread of its rewards over the scripts the task's prompt offers;
+  tasks it cannot say about after those it can, ties at random). Group normalisation scales a world-model group's
+  small differences up to full-size advantages, so where it separates little its advantages are mostly its
+  errors: the anchor replaces that group. Needs a world model that declares the capability.
 """
 
 from __future__ import annotations
@@ -31,14 +36,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from wmrl.callbacks.base import RLCallback, rank_of
-from wmrl.types import Source
+from wmrl.types import KnowsItsSeparation, Source, declares
 
 if TYPE_CHECKING:
     import lightning.pytorch as pl
 
     from wmrl.types import RolloutBatch, RolloutPlan
 
-Selection = Literal["random", "stratified", "uncertainty"]
+Selection = Literal["random", "stratified", "uncertainty", "least_separated"]
+SELECTIONS = ("random", "stratified", "uncertainty", "least_separated")
 
 
 class AnchorRouting(RLCallback):
@@ -54,7 +60,7 @@ class AnchorRouting(RLCallback):
             ``capacity``. Wired in Python (e.g. ``sandbox.in_flight``, which counts a sandbox's running
             ``run_many`` executions), not from YAML; it is live
             state of the pool, not of this callback, so it is not checkpointed.
-        selection: ``random`` | ``stratified`` | ``uncertainty`` (see the module docstring).
+        selection: ``random`` | ``stratified`` | ``uncertainty`` | ``least_separated`` (see the module docstring).
         seed: seeds the selection (rank ``r`` of a distributed run uses ``seed + r``).
         uncertainty_decay: EWMA decay of the per-task uncertainty (``uncertainty`` selection).
     """
@@ -76,8 +82,8 @@ class AnchorRouting(RLCallback):
             problems.append(f"AnchorRouting floor must be >= 0 (got {floor})")
         if capacity is not None and capacity < 0:
             problems.append(f"AnchorRouting capacity must be >= 0 or null (got {capacity})")
-        if selection not in ("random", "stratified", "uncertainty"):
-            problems.append(f"AnchorRouting selection must be random, stratified or uncertainty (got {selection!r})")
+        if selection not in SELECTIONS:
+            problems.append(f"AnchorRouting selection must be one of {', '.join(SELECTIONS)} (got {selection!r})")
         if not 0.0 <= uncertainty_decay < 1.0:
             problems.append(f"AnchorRouting uncertainty_decay must be in [0, 1) (got {uncertainty_decay})")
         if in_flight is not None and not callable(in_flight):
@@ -98,11 +104,24 @@ class AnchorRouting(RLCallback):
         self.anchors_per_task: dict[str, int] = {}
         self.uncertainty: dict[str, float] = {}
         self.executions = 0
+        self.separation: Callable[[str], float | None] | None = None  # the world model's, for least_separated
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         rank = rank_of(trainer)
         if rank:
             self.rng = random.Random(self.seed + rank)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.selection != "least_separated":
+            return
+        world_model = getattr(pl_module, "environments", {}).get("world_model")
+        if not declares(world_model, KnowsItsSeparation):
+            raise ValueError(
+                "AnchorRouting selection: least_separated asks the world model how far apart its rewards lie for a "
+                f"task's scripts, and {type(world_model).__name__} does not say (it does not declare "
+                "wmrl.types.KnowsItsSeparation; TaskAwareWorldModel does): choose another selection or that world model"
+            )
+        self.separation = world_model.separation
 
     def free_capacity(self, group_size: int = 1) -> int | None:
         """Anchor groups the sandbox can take now: ``capacity`` less the group slots of executions in flight.
@@ -150,6 +169,9 @@ class AnchorRouting(RLCallback):
             order.sort(key=lambda g: self.anchors_per_task.get(task_ids[g], 0))
         elif self.selection == "uncertainty":
             order.sort(key=lambda g: -self.uncertainty.get(task_ids[g], float("inf")))
+        elif self.selection == "least_separated" and k:
+            spread = {task: self.separation(task) for task in set(task_ids)} if self.separation else {}
+            order.sort(key=lambda g: (spread.get(task_ids[g]) is None, spread.get(task_ids[g]) or 0.0))
         return sorted(order[:k])
 
     def on_rollout_plan(self, trainer: pl.Trainer, pl_module: pl.LightningModule, plan: RolloutPlan) -> None:

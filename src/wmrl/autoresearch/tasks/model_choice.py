@@ -100,6 +100,20 @@ def candidate_lines(starter: str) -> list[str]:
     return [f"model = make_pipeline(preprocess, {e})" for e in (own, *others)]
 
 
+def with_model_line(starter: str, model_line: str) -> str:
+    """``starter`` with ``model_line`` in place of its top-level model line: the script a ``score`` prompt's answer
+    makes of it.
+
+    >>> print(with_model_line("x = 1\\nmodel = make_pipeline(preprocess, Ridge())\\nmodel.fit(x)\\n",
+    ...                       "model = make_pipeline(preprocess, SVR())"), end="")
+    x = 1
+    model = make_pipeline(preprocess, SVR())
+    model.fit(x)
+    """
+    before, _, after = _split(starter)
+    return "\n".join([*before, model_line, *after]) + "\n"
+
+
 def choice_starter(starter: str) -> str:
     """``starter`` with its estimator menu and its ``finish(model)`` helper (module docstring); it runs as the
     original does (the same model, fit, score and submission).

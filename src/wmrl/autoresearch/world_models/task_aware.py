@@ -53,7 +53,16 @@ from wmrl.autoresearch.environments.executed_form import executed_form
 from wmrl.autoresearch.world_models.gate import gate
 from wmrl.autoresearch.world_models.learned import changed_part, read_executions, read_pretrained
 from wmrl.autoresearch.world_models.lm import FALLBACK_REWARD, MAX_VARIANCE
-from wmrl.types import Basis, KnowsItsAgreement, LearnsFromAnchors, Outcome, ReportsMetrics, Source, Status
+from wmrl.types import (
+    Basis,
+    KnowsItsAgreement,
+    KnowsItsSeparation,
+    LearnsFromAnchors,
+    Outcome,
+    ReportsMetrics,
+    Source,
+    Status,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -306,7 +315,8 @@ def landmark_features(card: dict[str, Any], families: set[str]) -> dict[str, flo
     return out
 
 
-class TaskAwareWorldModel(ComparesWithStarter, LearnsFromAnchors, ReportsMetrics, KnowsItsAgreement):
+class TaskAwareWorldModel(ComparesWithStarter, LearnsFromAnchors, ReportsMetrics, KnowsItsAgreement,
+                          KnowsItsSeparation):
     """A world model over the task card and the code (see the module docstring).
 
     Args:
@@ -544,6 +554,33 @@ class TaskAwareWorldModel(ComparesWithStarter, LearnsFromAnchors, ReportsMetrics
         self.seconds += time.perf_counter() - start
         self.calls += len(todo)
         return outcomes  # type: ignore[return-value]
+
+    def separation(self, task_id: str) -> float | None:
+        """How far apart this model's rewards lie for the model lines the task's prompt offers (the standard deviation
+        of its answers over them, recalled ones included), asked before a group is rolled out: ``None`` for a task
+        whose starter has no model line to choose (forecast, survival) or before the regressor is fitted.
+
+        On the train split's menu (``benchmarks/anchor_value.py``) the tasks it separates least are the ones it ranks
+        worst (Spearman 0.38 across 40 tasks between the two), so an anchor placed there replaces the step's least
+        reliable world-model group."""
+        import numpy as np
+
+        from wmrl.autoresearch.tasks.model_choice import candidate_lines, with_model_line
+
+        self._ensure_ready()
+        if self.regressor is None:
+            return None
+        starter = self._starter(task_id)
+        try:
+            scripts = [with_model_line(starter, line) for line in candidate_lines(starter)]
+        except ValueError:
+            return None
+        changed = [self._changed(task_id, script) for script in scripts]
+        memory = self.memory() if self.recall else {}
+        predicted = self._predict([self._features(task_id, s, c) for s, c in zip(scripts, changed, strict=True)])
+        answers = [float(np.mean(memory[_key(task_id, c)])) if memory.get(_key(task_id, c)) else float(p)
+                   for c, p in zip(changed, predicted, strict=True)]
+        return float(np.std(answers))
 
     def _prior(self) -> Outcome:
         self.untrained_answers += 1
