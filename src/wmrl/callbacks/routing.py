@@ -114,7 +114,7 @@ class AnchorRouting(RLCallback):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.selection != "least_separated":
             return
-        world_model = getattr(pl_module, "environments", {}).get("world_model")
+        world_model = pl_module.environments.get("world_model")
         if not declares(world_model, KnowsItsSeparation):
             raise ValueError(
                 "AnchorRouting selection: least_separated asks the world model how far apart its rewards lie for a "
