@@ -457,7 +457,7 @@ def test_seeds_pool_the_pairs_and_report_each_seed_and_the_interval_over_seeds(t
     assert checks["Full WMRL minus Pure world model: pooled point and low above 0, >= 0 in 2 of 3 seeds"]
 
 
-@pytest.mark.parametrize("arm", speedup.SUITE_ARMS)
+@pytest.mark.parametrize("arm", [*speedup.SUITE_ARMS, "wmrl_least_separated"])
 def test_the_suite_quality_arms_train_on_every_tabular_task_with_the_task_aware_world_model(arm, tmp_path, monkeypatch):
     """The successor of cpu-quality on the suite at the paper's scale: every tabular train and held-out task (none
     chosen by results), the score view, and the task-aware world model pretrained on the world_model split."""
