@@ -37,6 +37,18 @@ def valid(reward: float) -> Outcome:
     return Outcome(Status.VALID, reward, score=0.5, position=2 * reward - 1)
 
 
+def learn_families(model, suite, iris: tuple[float, float], diabetes: tuple[float, float]) -> None:
+    """``model`` learns each task's forest and linear model at the given rewards (forest, linear), 10 rows a cell (the
+    regressor's leaves hold 8 or more), each with other settings."""
+    rows = []
+    for k in range(10):
+        rows += [("tiny_iris", f"RandomForestClassifier(n_estimators={50 + k})", iris[0]),
+                 ("tiny_iris", f"LogisticRegression(C={1 + k})", iris[1]),
+                 ("tiny_diabetes", f"RandomForestRegressor(n_estimators={50 + k})", diabetes[0]),
+                 ("tiny_diabetes", f"Ridge(alpha={1 + k})", diabetes[1])]
+    model.learn([t for t, _, _ in rows], [script(suite, t, e) for t, e, _ in rows], [valid(r) for _, _, r in rows])
+
+
 def test_the_code_features_name_the_family_an_unknown_class_a_kind_mismatch_and_an_undefined_name():
     assert estimator_classes("model = make_pipeline(preprocess, RandomForestClassifier(random_state=0))") == \
         ["RandomForestClassifier"]
@@ -90,15 +102,8 @@ def test_it_learns_which_family_wins_on_which_task_and_answers_the_prior_before(
     request = StepRequest("tiny_iris", script(tiny_suite, "tiny_iris", "RandomForestClassifier(random_state=0)"), "")
     prior = model.step_many([request])[0]
     assert prior.basis is Basis.PRIOR and prior.variance == MAX_VARIANCE
-    rows = []
-    for k in range(10):  # 10 a cell: the regressor's leaves hold 8 or more
-        rows += [("tiny_iris", f"RandomForestClassifier(n_estimators={50 + k})", 0.9),
-                 ("tiny_iris", f"LogisticRegression(C={1 + k})", 0.6),
-                 ("tiny_diabetes", f"RandomForestRegressor(n_estimators={50 + k})", 0.6),
-                 ("tiny_diabetes", f"Ridge(alpha={1 + k})", 0.9)]
-    model.learn([t for t, _, _ in rows], [script(tiny_suite, t, e) for t, e, _ in rows],
-                [valid(r) for _, _, r in rows])
-    assert model.regressor is not None and len(model.examples) == len(rows)
+    learn_families(model, tiny_suite, iris=(0.9, 0.6), diabetes=(0.6, 0.9))
+    assert model.regressor is not None and len(model.examples) == 40
     model.recall = False  # the regressor's own answers, not the recalled rows
     asked = [("tiny_iris", "RandomForestClassifier(n_estimators=500)"), ("tiny_iris", "LogisticRegression(C=50)"),
              ("tiny_diabetes", "RandomForestRegressor(n_estimators=500)"), ("tiny_diabetes", "Ridge(alpha=50)")]
@@ -200,14 +205,7 @@ def test_it_says_how_far_apart_its_rewards_lie_for_the_lines_a_task_offers(tiny_
 
     model = TaskAwareWorldModel(suite=tiny_suite, min_examples=16, refit_every=4, cache_cards=False)
     assert model.separation("tiny_iris") is None
-    rows = []
-    for k in range(10):
-        rows += [("tiny_iris", f"RandomForestClassifier(n_estimators={50 + k})", 0.9),
-                 ("tiny_iris", f"LogisticRegression(C={1 + k})", 0.55),
-                 ("tiny_diabetes", f"RandomForestRegressor(n_estimators={50 + k})", 0.7),
-                 ("tiny_diabetes", f"Ridge(alpha={1 + k})", 0.7)]
-    model.learn([t for t, _, _ in rows], [script(tiny_suite, t, e) for t, e, _ in rows],
-                [valid(r) for _, _, r in rows])
+    learn_families(model, tiny_suite, iris=(0.9, 0.55), diabetes=(0.7, 0.7))
     iris, diabetes = model.separation("tiny_iris"), model.separation("tiny_diabetes")
     assert iris > diabetes + 0.05
     offered = candidate_lines(tiny_suite.get("tiny_diabetes").starter)[1].partition("preprocess, ")[2][:-1]
