@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from wmrl.callbacks.base import RLCallback, rank_of
 from wmrl.types import KnowsItsSeparation, Source, declares
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from wmrl.types import RolloutBatch, RolloutPlan
 
 Selection = Literal["random", "stratified", "uncertainty", "least_separated"]
-SELECTIONS = ("random", "stratified", "uncertainty", "least_separated")
+SELECTIONS: tuple[str, ...] = get_args(Selection)
 
 
 class AnchorRouting(RLCallback):

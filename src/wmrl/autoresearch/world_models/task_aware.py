@@ -561,8 +561,9 @@ class TaskAwareWorldModel(ComparesWithStarter, LearnsFromAnchors, ReportsMetrics
         whose starter has no model line to choose (forecast, survival) or before the regressor is fitted.
 
         On the train split's menu (``benchmarks/anchor_value.py``) the tasks it separates least are the ones it ranks
-        worst (Spearman 0.38 across 40 tasks between the two), so an anchor placed there replaces the step's least
-        reliable world-model group."""
+        worst (Spearman 0.38 across 40 tasks between the two), but also the ones whose lines score alike for real
+        (0.82): anchors placed there did worse in training than anchors at random (``AnchorRouting``'s
+        ``least_separated``)."""
         import numpy as np
 
         from wmrl.autoresearch.tasks.model_choice import candidate_lines, with_model_line
