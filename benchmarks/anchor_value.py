@@ -48,15 +48,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from world_model_fidelity import within_task_spearman  # noqa: E402
+from world_model_fidelity import learnable, within_task_spearman  # noqa: E402
 
 PRETRAINED = Path(__file__).parent / "artefacts" / "task_aware_world_model.pt"
-
-
-def learnable(records: list) -> list:
-    """Real outcomes only: missing ones (infra errors) and gated scripts are not what a world model is asked."""
-    return [r for r in records if r[2].reward is not None and r[2].status.value not in
-            ("malformed", "syntax_err", "infra_error")]
 
 
 def family_of(rows: np.ndarray) -> np.ndarray:
@@ -90,9 +84,14 @@ def paired(differences: dict[str, list[float]], seed: int, resamples: int = 2000
 
 
 def advantages(rewards: np.ndarray) -> np.ndarray:
-    """GRPO's group normalisation (a group whose rewards are all equal teaches nothing)."""
-    sd = rewards.std()
-    return (rewards - rewards.mean()) / sd if sd > 1e-9 else np.zeros_like(rewards)
+    """One group's advantages as the kit computes them (:func:`wmrl.algorithms.grpo.group_advantages`)."""
+    import torch
+
+    from wmrl.algorithms.grpo import group_advantages
+
+    values = torch.as_tensor(rewards, dtype=torch.float64)
+    n = len(values)
+    return group_advantages(values, torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.bool))[0].numpy()
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -71,6 +71,12 @@ def load(path: Path, include_gated: bool) -> list[dict]:
     return rows
 
 
+def learnable(records: list) -> list:
+    """What a world model learns from and is measured on: real outcomes, neither missing (infra errors) nor gated."""
+    return [r for r in records if r[2].reward is not None and r[2].status.value not in
+            ("malformed", "syntax_err", "infra_error")]
+
+
 def pairwise_accuracy(pred: np.ndarray, real: np.ndarray, tasks: list[str]) -> float:
     """Share of same-task pairs with different real rewards that the prediction orders correctly."""
     right = total = 0
@@ -259,10 +265,6 @@ def unseen_main(args) -> dict:
 
     suite = TaskSuite()
     split_of = {spec.id: spec.split for spec in suite.specs()}
-
-    def learnable(records):  # what a world model learns from: real outcomes, not missing, not gated
-        return [r for r in records if r[2].reward is not None and r[2].status.value not in
-                ("malformed", "syntax_err", "infra_error")]
 
     pretrain = learnable([r for path in args.unseen for r in read_executions(path)])
     outside = sorted({t for t, _, _ in pretrain if split_of.get(t) != "world_model"})

@@ -27,7 +27,7 @@ Selections:
   small differences up to full-size advantages, so where it separates little its advantages are mostly its
   errors: the anchor replaces that group. Needs a world model that declares the capability. Offline, on the
   train split's menu, it raised a step's agreement with all-real advantages over random placement (0.788 against
-  0.764, ``benchmarks/anchor_value.py``); in training (``speedup.py --preset suite-quality``, 2 seeds) it did worse
+  0.765, ``benchmarks/anchor_value.py``); in training (``speedup.py --preset suite-quality``, 2 seeds) it did worse
   than random placement (held-out along the run -0.092 [-0.118, -0.067]), so ``random`` stays the default.
 """
 
