@@ -5,6 +5,7 @@
   shares (the code fences a turn stops at, the end-of-sequence ids);
 - :mod:`wmrl.generation.hf`: transformers, in the training process (CPU or GPU; the default);
 - :mod:`wmrl.generation.vllm`: vLLM on GPU machines (``pip install 'wmrl[vllm]'``);
+- :mod:`wmrl.generation.vllm_cpu_lora`: the LoRA ops wmrl gives vLLM's CPU build (a vLLM plugin);
 - :mod:`wmrl.generation.hf_world_model`, :mod:`wmrl.generation.vllm_world_model`,
   :mod:`wmrl.generation.served_world_model`: where a language-model world model runs its model (its ``backend``,
   a :class:`wmrl.types.LanguageModelBackend` chosen by ``class_path``).
