@@ -102,13 +102,31 @@ def main(argv: list[str] | None = None) -> None:
         runs.append({"arm": arm, **json.loads(results[0])})
         print(f"[vllm_cpu_lora] {arm}: generate {runs[-1]['generate_s']:.1f} s, load {runs[-1]['load']:.1f}, "
               f"max log-prob difference {runs[-1]['max_logprob_difference']:.1e}", flush=True)
-    mean = {arm: float(np.mean([r["generate_s"] for r in runs if r["arm"] == arm])) for arm in ARMS}
-    same_tokens = len({json.dumps(r["tokens"]) for r in runs}) == 1
-    result = {"machine": machine(), "rows": ROWS * len(TASKS), "new_tokens": NEW_TOKENS, "runs": runs,
-              "mean_generate_s": mean, "speedup": mean["vllm_ops"] / mean["wmrl_ops"], "same_tokens": same_tokens}
+    result = {"machine": machine(), "rows": ROWS * len(TASKS), "new_tokens": NEW_TOKENS, **summary(runs)}
     args.results.write_text(json.dumps(result, indent=1) + "\n")
+    mean = result["mean_generate_s"]
     print(f"vLLM's LoRA ops {mean['vllm_ops']:.1f} s, wmrl's {mean['wmrl_ops']:.1f} s a generation "
-          f"({result['speedup']:.1f}x); the same tokens in every run: {same_tokens}")
+          f"({result['speedup']:.1f}x); rows whose tokens differ from the first run's: {result['differs_from_first']}")
+
+
+def differences(first: list[list[int]], other: list[list[int]]) -> list[list[int]]:
+    """``[row, token index]`` of each row of ``other`` whose tokens differ from ``first``'s, at the first difference."""
+    found = []
+    for row, (a, b) in enumerate(zip(first, other, strict=True)):
+        if a != b:
+            found.append([row, next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))])
+    return found
+
+
+def summary(runs: list[dict]) -> dict:
+    """Each arm's mean generation time, the speed-up, each run's rows that sampled other tokens than the first run
+    (vLLM's own ops need not reproduce their tokens from one process to the next: summation order moves with the
+    batch), and the largest log-prob difference from the training model's recomputation per arm."""
+    mean = {arm: float(np.mean([r["generate_s"] for r in runs if r["arm"] == arm])) for arm in ARMS}
+    return {"runs": runs, "mean_generate_s": mean, "speedup": mean["vllm_ops"] / mean["wmrl_ops"],
+            "differs_from_first": [differences(runs[0]["tokens"], r["tokens"]) for r in runs],
+            "max_logprob_difference": {arm: max(r["max_logprob_difference"] for r in runs if r["arm"] == arm)
+                                       for arm in ARMS}}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """benchmarks/vllm_cpu_lora.py without vLLM: each run is a child process whose environment picks the ops (vLLM's with
-``VLLM_PLUGINS=`` empty, wmrl's by default), the arms alternate, a failed child names its arm, and the summary says
-whether every run sampled the same tokens."""
+``VLLM_PLUGINS=`` empty, wmrl's by default), the arms alternate, a failed child names its arm, and the summary names
+the rows whose tokens differ from the first run's and where."""
 
 from __future__ import annotations
 
@@ -41,13 +41,14 @@ def test_the_arms_alternate_and_the_summary_compares_them(monkeypatch, tmp_path)
     bench.main(["--runs", "2", "--results", str(tmp_path / "r.json")])
     assert started == ["vllm_ops", "wmrl_ops", "wmrl_ops", "vllm_ops"]
     result = json.loads((tmp_path / "r.json").read_text())
-    assert result["speedup"] == pytest.approx(3.0) and result["same_tokens"] is True
+    assert result["speedup"] == pytest.approx(3.0) and result["differs_from_first"] == [[], [], [], []]
 
 
-def test_other_tokens_are_reported_and_a_failed_run_names_its_arm(monkeypatch, tmp_path):
-    children(monkeypatch, {"vllm_ops": 1.0, "wmrl_ops": 1.0}, tokens={"wmrl_ops": [[1, 3]]})
+def test_rows_with_other_tokens_are_named_and_a_failed_run_names_its_arm(monkeypatch, tmp_path):
+    tokens = {"vllm_ops": [[1, 2], [5, 6, 7]], "wmrl_ops": [[1, 2], [5, 3, 4]]}
+    children(monkeypatch, {"vllm_ops": 1.0, "wmrl_ops": 1.0}, tokens=tokens)
     bench.main(["--runs", "1", "--results", str(tmp_path / "r.json")])
-    assert json.loads((tmp_path / "r.json").read_text())["same_tokens"] is False
+    assert json.loads((tmp_path / "r.json").read_text())["differs_from_first"] == [[], [[1, 1]]]
     children(monkeypatch, {"vllm_ops": 1.0, "wmrl_ops": 1.0}, fail="wmrl_ops")
     with pytest.raises(RuntimeError, match="(?s)wmrl_ops run failed.*the engine died"):
         bench.main(["--runs", "1", "--results", str(tmp_path / "r.json")])

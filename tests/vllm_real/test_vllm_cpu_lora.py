@@ -64,7 +64,8 @@ def test_vllm_loads_the_plugin_and_its_cpu_wrapper_calls_the_per_slot_ops():
     from vllm.plugins import load_general_plugins
 
     declared = {e.name: e.value for e in importlib.metadata.entry_points(group="vllm.general_plugins")}
-    assert declared.get(vllm_cpu_lora.PLUGIN) == "wmrl.generation.vllm_cpu_lora:register"
+    assert declared.get(vllm_cpu_lora.PLUGIN) == "wmrl.generation.vllm_cpu_lora:register", (
+        "wmrl's vLLM plugin is not installed in this environment: reinstall wmrl (.venv-vllm/bin/pip install --no-deps -e .)")
     load_general_plugins()  # what vLLM's engine core and workers call at their start
     for name, op in vllm_cpu_lora.OPS.items():
         assert getattr(punica_cpu, name) is op, name
