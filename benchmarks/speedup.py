@@ -685,9 +685,10 @@ def compute_floor(r: ArmResult) -> dict | None:
     """Generation and update per step against their compute floor: the matrix products of the passes they ran
     (``tokens/generate``, ``tokens/update``: token positions, padding included) at the machine's measured float32
     matmul throughput (:func:`matmul_gflops`, before and after the arm). A forward pass costs 2 x parameters FLOPs a
-    position; the update runs three (the policy's forward, its backward, which with a frozen base and a LoRA adapter
-    computes activation gradients only, about one forward; the reference's forward). Attention's quadratic terms
-    are left out, so the floor is a lower bound. ``None`` for runs that logged no token counts."""
+    position; the update runs the policy's forward and its backward (with a frozen base and a LoRA adapter,
+    activation gradients only: about one forward) over ``tokens/update`` and the reference's forward over
+    ``tokens/reference`` (runs logged before that metric: the reference ran over every position). Attention's
+    quadratic terms are left out, so the floor is a lower bound. ``None`` for runs that logged no token counts."""
     gflops = r.meta.get("matmul_gflops")
     params = r.last("model/parameters")
     if not gflops or params is None or "tokens/generate" not in r.steps:
@@ -696,8 +697,9 @@ def compute_floor(r: ArmResult) -> dict | None:
     steps = len(r.steps)
     generate_tokens = r.part_s("tokens/generate") / steps
     update_tokens = r.part_s("tokens/update") / steps
+    reference_tokens = r.part_s("tokens/reference") / steps if "tokens/reference" in r.steps else update_tokens
     floor_generate = 2 * params * generate_tokens / throughput
-    floor_update = 3 * 2 * params * update_tokens / throughput
+    floor_update = 2 * params * (2 * update_tokens + reference_tokens) / throughput
     generate, update = r.part_s("time/generate") / steps, r.part_s("time/update") / steps
     return {"matmul_gflops": float(np.mean(gflops)), "parameters": params,
             "generate": {"tokens": generate_tokens, "measured_s": generate, "floor_s": floor_generate,

@@ -326,3 +326,44 @@ def test_a_plan_routed_to_an_environment_the_module_lacks_names_it():
 
     with pytest.raises(KeyError, match=r"routes group 1 to 'world_model', but the module has only \['real'\]"):
         trainer(1, callbacks=[Elsewhere()]).fit(make_module(), torch.utils.data.DataLoader(Steps(1), batch_size=None))
+
+
+def test_a_lora_fits_first_update_takes_the_policys_logprobs_as_the_reference_and_steps_as_with_its_pass(
+        monkeypatch):
+    """While every ``lora_B`` is still zero the adapter adds exact zeros, so the first update skips the reference's
+    pass and steps exactly as with it; once the adapter moved, the pass runs again."""
+    from peft import LoraConfig, get_peft_model
+
+    from wmrl.autoresearch.grpo_loss import Reference
+
+    monkeypatch.setattr(GRPOModule, "configure_optimizers",
+                        lambda self: torch.optim.SGD([p for p in self.policy.parameters() if p.requires_grad], lr=1.0))
+    passes: list[int] = []
+    original = Reference.logprobs
+    monkeypatch.setattr(Reference, "logprobs", lambda self, *a, **k: passes.append(1) or original(self, *a, **k))
+
+    def fit(steps: int) -> tuple[GRPOModule, int]:
+        model, tokenizer = tiny_llama(byte_tokenizer(), seed=0)
+        torch.manual_seed(0)  # the adapter's lora_A initialisation
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+        module = make_module(policy=(model, tokenizer), group_size=4, kl_coef=0.5)
+        passes.clear()
+        trainer(steps).fit(module, torch.utils.data.DataLoader(Tasks("task_a", "task_b"), batch_size=None))
+        return module, len(passes)
+
+    skipped, calls = fit(1)
+    assert calls == 0
+    monkeypatch.setattr(Reference, "equals_policy", lambda self: False)
+    with_pass, calls = fit(1)
+    assert calls > 0
+    trained = [(n, p) for n, p in skipped.policy.named_parameters() if p.requires_grad]
+    assert any(bool(p.any()) for n, p in trained if "lora_B" in n)  # the step moved the adapter
+    theirs = dict(with_pass.policy.named_parameters())
+    for name, parameter in trained:
+        torch.testing.assert_close(parameter, theirs[name], rtol=0, atol=1e-6)
+    monkeypatch.undo()
+    monkeypatch.setattr(Reference, "logprobs", lambda self, *a, **k: passes.append(1) or original(self, *a, **k))
+    monkeypatch.setattr(GRPOModule, "configure_optimizers",
+                        lambda self: torch.optim.SGD([p for p in self.policy.parameters() if p.requires_grad], lr=1.0))
+    _, calls = fit(2)
+    assert calls > 0  # the second step's adapter differs from the reference

@@ -5,7 +5,9 @@ Rollouts stay on the CPU for the callbacks; each micro-batch goes to the policy'
 the loss reads (from the first response token of any row: logits at ``p - 1`` predict the token at ``p``), and
 runs the policy once (with ``share_prefix``, each prompt once: :func:`wmrl.models.kv.causal_lm_logits`). The KL
 reference (:class:`Reference`) is the policy with its LoRA adapter disabled, or a frozen copy of a fully trained
-policy. The loss itself is :func:`wmrl.algorithms.grpo.grpo_loss`.
+policy; while the adapter still adds exact zeros (every ``lora_B`` at its zero initialisation: the first step of a
+LoRA fit) the policy's own log-probs are the reference's, and its pass is not run. The loss itself is
+:func:`wmrl.algorithms.grpo.grpo_loss`.
 """
 
 from __future__ import annotations
@@ -64,6 +66,22 @@ class Reference:
 
             self.frozen = frozen_copy(policy)
 
+    def equals_policy(self) -> bool:
+        """Whether the policy computes exactly what the reference does: a LoRA adapter whose every trainable
+        parameter is a ``lora_A`` or a ``lora_B`` and every ``lora_B`` is still zero (PEFT's initialisation), so the
+        adapter adds exact zeros to each layer's output. The update then takes the policy's log-probs, detached, as
+        the reference's (the KL and its gradient are zero either way) instead of a second forward pass: a quarter of
+        the first step's update. Anything else (a frozen copy, other trainable modules, an adapter that moved)
+        answers ``False``."""
+        if self.frozen is not None:
+            return False
+        for name, parameter in self.policy.named_parameters():
+            if not parameter.requires_grad or "lora_A" in name:
+                continue
+            if "lora_B" not in name or bool(parameter.detach().any()):
+                return False
+        return True
+
     @torch.no_grad()
     def logprobs(self, ids: torch.Tensor, attention: torch.Tensor, window: slice, keep: int, settings: LossSettings,
                  autocast: torch.dtype | None = None) -> torch.Tensor:
@@ -88,10 +106,12 @@ def micro_batches(batch: RolloutBatch, rows: list[int], size: int, share_prefix:
 
 def micro_batch_loss(policy: Any, reference: Reference | None, batch: RolloutBatch, rows: list[int],
                      mask: torch.Tensor, normaliser: float, settings: LossSettings, device: torch.device,
-                     autocast: torch.dtype | None = None) -> tuple[GRPOLossOutput, int]:
+                     autocast: torch.dtype | None = None, reference_is_policy: bool = False,
+                     ) -> tuple[GRPOLossOutput, int]:
     """The loss of ``rows`` (``mask``: the step's loss mask, ``normaliser``: the step's aggregation normaliser;
     ``reference``: ``None`` without a KL term) and the token positions its passes compute; the forward passes under
-    ``autocast`` (:func:`wmrl.models.precision.autocast`; ``None``: the model's own dtype)."""
+    ``autocast`` (:func:`wmrl.models.precision.autocast`; ``None``: the model's own dtype). ``reference_is_policy``
+    (:meth:`Reference.equals_policy`): the policy's detached log-probs stand for the reference's."""
     ids = batch.input_ids[rows].to(device)
     attention = batch.attention_mask[rows].to(device)
     length = int(attention.sum(1).max())
@@ -106,7 +126,10 @@ def micro_batch_loss(policy: Any, reference: Reference | None, batch: RolloutBat
     logprobs = token_logprobs(logits, ids[:, window], temperature=settings.temperature)
     entropy = entropy_from_logits(logits, temperature=settings.temperature) if settings.entropy_coef > 0 else None
     use_reference = reference is not None and settings.kl_coef > 0
-    ref = reference.logprobs(ids, attention, window, keep, settings, autocast) if use_reference else None
+    ref = None
+    if use_reference:
+        ref = logprobs.detach() if reference_is_policy else reference.logprobs(ids, attention, window, keep, settings,
+                                                                                autocast)
     out = grpo_loss(
         logprobs,
         batch.old_logprobs[rows][:, window].to(device),

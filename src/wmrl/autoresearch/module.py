@@ -227,17 +227,22 @@ class GRPOModule(RLModule):
         # Ranks may hold different numbers of micro-batches (their prompts differ), and DDP and FSDP reduce
         # gradients in every synchronised backward: all but the last accumulate locally, so each rank reduces once.
         no_sync = getattr(self.trainer.strategy.model, "no_sync", None)
-        # what the update's forward passes compute (per pass: the policy's, its backward, the reference's), logged
-        # with the generation's and the parameter count so that a benchmark can set G against its compute floor
-        totals["tokens/update"] = 0.0
+        # what the update's passes compute (the policy's forward, and its backward over the same positions; the
+        # reference's forward counted apart, as it runs only while the policy differs from it), logged with the
+        # generation's and the parameter count so that a benchmark can set G against its compute floor
+        totals["tokens/update"] = totals["tokens/reference"] = 0.0
         totals["model/parameters"] = float(self._parameter_count)
+        # the reference's pass is the policy's own while the adapter adds exact zeros (a LoRA fit's first step)
+        reference_is_policy = self._reference is not None and self._reference.equals_policy()
         if self._bfloat16 is None:  # update_precision: auto, before the fit's first update
             totals.update(self._choose_precision())
         autocast = torch.bfloat16 if self._bfloat16 else None
         for index, chunk in enumerate(chunks):
             out, positions = micro_batch_loss(self.policy, self._reference, batch, chunk, mask, normaliser, settings,
-                                              self.device, autocast=autocast)
+                                              self.device, autocast=autocast, reference_is_policy=reference_is_policy)
             totals["tokens/update"] += float(positions)
+            if self._reference is not None and not reference_is_policy:
+                totals["tokens/reference"] += float(positions)
             last = index == len(chunks) - 1
             with contextlib.nullcontext() if last or no_sync is None else no_sync():
                 self.manual_backward(out.loss)
