@@ -1,4 +1,4 @@
-"""G (generation + update per training step) against its compute floor, before and after a preset's batching.
+"""G (generation + update per training step) against its floors, before and after a preset's batching.
 
 Every second of G divides the world model's speedup (R = (G + E) / (G + W + a E)), so this measures where G stands
 against what the machine's arithmetic allows. It runs one training step of a preset's pure-world-model arm (the same
@@ -11,8 +11,10 @@ rollouts and update as every arm, no execution to wait for) under two batchings:
 Both keep the loss and its gradients (the loss is normalised over the whole batch, whatever the micro-batches;
 ``tests/core/test_kv.py`` checks the shared-prefix passes); the sampled tokens differ, since the seeded sampler draws
 them in another order. Per setting it reports the token positions the passes computed (``tokens/generate``,
-``tokens/update``), the measured seconds, the floor at the float32 matmul throughput measured just before and after
-(:func:`speedup.compute_floor`) and measured / floor, and writes ``results/g-floor.json``.
+``tokens/update``), the measured seconds, the compute floor at the float32 matmul throughput measured just before and
+after, generation's memory floor (its forward passes, ``passes/generate``, each reading the policy's weights once, at
+the memory bandwidth measured just before and after; the larger of the two is its floor), measured / floor
+(:func:`speedup.compute_floor`), and writes ``results/g-floor.json``.
 
     python benchmarks/g_floor.py --preset cpu-heavy
 """
@@ -53,20 +55,21 @@ def measure(preset: speedup.Preset, name: str, model: dict, out: Path) -> dict:
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     command = [sys.executable, "-m", "wmrl.cli", "fit", "-c", str(speedup.ROOT / preset.base), "-c", str(path)]
     print(f"[g_floor] {name}: {' '.join(command)}", flush=True)
-    gflops = [speedup.matmul_gflops()]
+    gflops, bandwidth = [speedup.matmul_gflops()], [speedup.memory_gbps()]
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "fit.log").open("w") as log:
         import subprocess
 
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=speedup.ROOT, check=True)
     gflops.append(speedup.matmul_gflops())
+    bandwidth.append(speedup.memory_gbps())
     import pandas as pd
 
     from wmrl.run_report import find_metrics
 
     frame = pd.read_csv(find_metrics(run_dir))
     steps = frame.dropna(subset=["time/step"]).groupby("step").last().sort_index()
-    arm = speedup.ArmResult("pure_world_model", steps, {}, None, 0.0, {"matmul_gflops": gflops})
+    arm = speedup.ArmResult("pure_world_model", steps, {}, None, 0.0, {"matmul_gflops": gflops, "memory_gbps": bandwidth})
     floor = speedup.compute_floor(arm)
     if floor is None:
         raise RuntimeError(f"{run_dir}: no token counts were logged (tokens/generate, model/parameters)")
@@ -82,11 +85,14 @@ def main(argv: list[str] | None = None) -> None:
     preset = speedup.PRESETS[args.preset]
     rows = {"before": measure(preset, "before", BEFORE, args.out / args.preset),
             "after": measure(preset, "after", {}, args.out / args.preset)}
-    print(f"\n{'batching':9} {'part':9} {'tokens':>8} {'measured s':>11} {'floor s':>8} {'x floor':>8}")
+    print(f"\n{'batching':9} {'part':9} {'tokens':>8} {'measured s':>11} {'compute s':>10} {'memory s':>9} "
+          f"{'x floor':>8}")
     for name, row in rows.items():
         for part in ("generate", "update"):
             r = row[part]
-            print(f"{name:9} {part:9} {r['tokens']:8.0f} {r['measured_s']:11.1f} {r['floor_s']:8.1f} "
+            memory = r.get("memory_floor_s")
+            print(f"{name:9} {part:9} {r['tokens']:8.0f} {r['measured_s']:11.1f} "
+                  f"{r.get('compute_floor_s', r['floor_s']):10.1f} {'-' if memory is None else f'{memory:.1f}':>9} "
                   f"{r['over_floor']:8.1f}")
     args.results.mkdir(parents=True, exist_ok=True)
     record = {"preset": args.preset, "date": time.strftime("%Y-%m-%d"), "machine": speedup.machine(),

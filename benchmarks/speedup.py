@@ -76,7 +76,13 @@ from wmrl.algorithms.stats import (  # noqa: F401 (tests use speedup.*)
     paired_gain,
     seed_interval,
 )
-from wmrl.benchmarking import best_matmul_seconds, cpu_probe, kept_by_hand, machine  # noqa: F401 (tests use speedup.*)
+from wmrl.benchmarking import (  # noqa: F401 (tests use speedup.*)
+    best_matmul_seconds,
+    cpu_probe,
+    kept_by_hand,
+    machine,
+    memory_gbps,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARMS = ("real_grpo", "pure_world_model", "uncorrected", "debias_only", "denoise_only", "wmrl", "real_grpo_equal_budget",
@@ -367,12 +373,24 @@ def equal_budget_groups(preset: Preset) -> int:
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """The machine's float32 matrix-product throughput through torch (GFLOP/s, best of 3, torch's default threads):
-    what a compute floor of the policy's passes is measured against."""
+    """The machine's float32 matrix-product throughput through torch (GFLOP/s, best of 3, torch's default threads),
+    the faster of torch's own product and oneDNN's prepacked one (:mod:`wmrl.models.packed`, which generation uses;
+    on an AMD EPYC with AVX-512 it runs ~2x torch's MKL product): what a compute floor of the policy's passes is
+    measured against."""
     import torch
 
+    from wmrl.models import packed
+
     a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
-    return 2 * size**3 * repeats / best_matmul_seconds(a, repeats) / 1e9
+    seconds = best_matmul_seconds(a, repeats)
+    if packed.available():
+        weight = torch.ops.mkldnn._reorder_linear_weight(a, size)
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                torch.ops.mkldnn._linear_pointwise(a, weight, None, "none", [], "")
+            seconds = min(seconds, time.perf_counter() - start)
+    return 2 * size**3 * repeats / seconds / 1e9
 
 
 def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool, seed: int = 0) -> dict:
@@ -387,6 +405,7 @@ def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool, seed: int 
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"[speedup] {arm}: {' '.join(command)}", flush=True)
     load_before, probe_before, gflops_before = os.getloadavg()[0], cpu_probe(), matmul_gflops()
+    bandwidth_before = memory_gbps()
     started = time.perf_counter()
     loads = []
     with (run_dir / "fit.log").open("w") as log:
@@ -401,7 +420,8 @@ def run_arm(preset: Preset, arm: str, out: Path, eval_at_start: bool, seed: int 
         raise RuntimeError(f"arm {arm!r} failed (exit {done.returncode}); its log: {run_dir / 'fit.log'}")
     meta = {"arm": arm, "process_wall_s": wall, "load_before": load_before, "load_mean": float(np.mean(loads or [0])),
             "load_max": float(max(loads or [0])), "probe_s": [probe_before, cpu_probe()],
-            "matmul_gflops": [gflops_before, matmul_gflops()], "command": " ".join(command)}
+            "matmul_gflops": [gflops_before, matmul_gflops()], "memory_gbps": [bandwidth_before, memory_gbps()],
+            "command": " ".join(command)}
     (run_dir / "speedup_arm.json").write_text(json.dumps(meta, indent=1))
     print(f"[speedup] {arm}: done in {wall / 60:.1f} min", flush=True)
     return meta
@@ -688,7 +708,10 @@ def compute_floor(r: ArmResult) -> dict | None:
     position; the update runs the policy's forward and its backward (with a frozen base and a LoRA adapter,
     activation gradients only: about one forward) over ``tokens/update`` and the reference's forward over
     ``tokens/reference`` (runs logged before that metric: the reference ran over every position). Attention's
-    quadratic terms are left out, so the floor is a lower bound. ``None`` for runs that logged no token counts."""
+    quadratic terms are left out, so the floor is a lower bound. Generation's memory floor, where the arm measured
+    the memory bandwidth (``memory_gbps``) and logged its passes (``passes/generate``) and weight bytes
+    (``model/bytes``): every pass reads every weight once; its floor is the larger of the two. ``None`` for runs
+    that logged no token counts."""
     gflops = r.meta.get("matmul_gflops")
     params = r.last("model/parameters")
     if not gflops or params is None or "tokens/generate" not in r.steps:
@@ -698,11 +721,18 @@ def compute_floor(r: ArmResult) -> dict | None:
     generate_tokens = r.part_s("tokens/generate") / steps
     update_tokens = r.part_s("tokens/update") / steps
     reference_tokens = r.part_s("tokens/reference") / steps if "tokens/reference" in r.steps else update_tokens
-    floor_generate = 2 * params * generate_tokens / throughput
+    compute_generate = 2 * params * generate_tokens / throughput
     floor_update = 2 * params * (2 * update_tokens + reference_tokens) / throughput
+    bandwidth, weights = r.meta.get("memory_gbps"), r.last("model/bytes")
+    memory_generate = None
+    if bandwidth and weights and "passes/generate" in r.steps:
+        memory_generate = r.part_s("passes/generate") / steps * weights / (float(np.mean(bandwidth)) * 1e9)
+    floor_generate = max(compute_generate, memory_generate or 0.0)
     generate, update = r.part_s("time/generate") / steps, r.part_s("time/update") / steps
     return {"matmul_gflops": float(np.mean(gflops)), "parameters": params,
-            "generate": {"tokens": generate_tokens, "measured_s": generate, "floor_s": floor_generate,
+            "memory_gbps": float(np.mean(bandwidth)) if bandwidth else None,
+            "generate": {"tokens": generate_tokens, "measured_s": generate, "compute_floor_s": compute_generate,
+                         "memory_floor_s": memory_generate, "floor_s": floor_generate,
                          "over_floor": generate / floor_generate if floor_generate else None},
             "update": {"tokens": update_tokens, "measured_s": update, "floor_s": floor_update,
                        "over_floor": update / floor_update if floor_update else None}}
@@ -739,7 +769,8 @@ def regime_markdown(summary: dict[str, dict], limit: Limit | None) -> list[str]:
     lines += ["", "## G against its compute floor", "",
               "Per training step: the token positions the passes computed, the measured seconds, the floor (2 x "
               "parameters FLOPs a position and pass, the update's three passes, at the float32 matmul throughput "
-              "measured before and after the arm; attention's quadratic terms left out) and measured / floor.", "",
+              "measured before and after the arm; attention's quadratic terms left out; for generation the larger "
+              "of that and its passes' weight reads at the measured memory bandwidth) and measured / floor.", "",
               "| arm | matmul GFLOP/s | generate tokens | generate s | floor s | x floor | update tokens | update s "
               "| floor s | x floor |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary.values():

@@ -114,7 +114,7 @@ def differences(first: list[list[int]], other: list[list[int]]) -> list[list[int
     found = []
     for row, (a, b) in enumerate(zip(first, other, strict=True)):
         if a != b:
-            found.append([row, next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))])
+            found.append([row, next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))])
     return found
 
 

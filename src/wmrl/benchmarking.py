@@ -32,6 +32,21 @@ def best_matmul_seconds(a, repeats: int) -> float:
     return best
 
 
+def memory_gbps(gib: float = 1.0) -> float:
+    """The machine's memory read bandwidth through torch (GB/s, best of 3 sums over a ``gib`` GiB float32 tensor,
+    torch's default threads): what a memory floor of decoding, which reads every weight once a step, is measured
+    against."""
+    import torch
+
+    x = torch.ones(int(gib * 2**30) // 4)
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - start)
+    return x.numel() * 4 / best / 1e9
+
+
 def machine() -> str:
     """The machine a benchmark ran on, in one line (CPU model, cores, memory, GPU, Python and torch)."""
     import torch

@@ -538,6 +538,9 @@ class GenerationEngine(abc.ABC):
     #: token positions its forward passes computed, padding included (a running count; the module logs the
     #: increase per step as ``tokens/generate``, what a compute floor is measured against); 0 where unknown
     tokens_run: int = 0
+    #: forward passes its model ran (a prefill, a decoding step; a running count logged as ``passes/generate``:
+    #: each reads every weight once, what a memory floor is measured against); 0 where unknown
+    passes_run: int = 0
 
     @abc.abstractmethod
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:

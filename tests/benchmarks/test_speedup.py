@@ -368,7 +368,8 @@ def test_the_cpu_heavy_arms_instantiate_in_the_papers_regime(arm, tmp_path, monk
 def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tmp_path):
     same = {t: [0.5, 0.6, 0.7] for t in ("a", "b", "c")}
     out = tmp_path / "cpu-heavy"
-    tokens = {"tokens/generate": 10_000.0, "tokens/update": 5_000.0, "model/parameters": 1e8}
+    tokens = {"tokens/generate": 10_000.0, "tokens/update": 5_000.0, "model/parameters": 1e8,
+              "passes/generate": 1_000.0, "model/bytes": 4e8}
     # real: G = 30 + 70 = 100 s, E = 400 s a step (80% of it); WMRL: 2 of 20 rollouts executed a step, W = 2
     fake_run(out, "real_grpo", 500, {"time/generate": 30, "time/update": 70, "time/env": 400, **tokens}, 20, same,
              steps=3)
@@ -376,7 +377,8 @@ def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tm
                                 **tokens}, 2, same, steps=3)
     for arm in ("real_grpo", "wmrl"):  # the arms' matmul throughput: 100 and 200 GFLOP/s before / after
         record = out / "runs" / arm / "speedup_arm.json"
-        record.write_text(json.dumps({**json.loads(record.read_text()), "matmul_gflops": [100.0, 200.0]}))
+        record.write_text(json.dumps({**json.loads(record.read_text()), "matmul_gflops": [100.0, 200.0],
+                                      "memory_gbps": [15.0, 25.0]}))
     results = tmp_path / "results"
     speedup.main(["--preset", "cpu-heavy", "--arms", "wmrl", "real_grpo", "--out", str(tmp_path),
                   "--results", str(results), "--reuse"])
@@ -385,7 +387,9 @@ def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tm
     assert real["execution_share"] == pytest.approx(0.8)
     assert real["wall_clock_parts_s"] == {"generate": 90, "update": 210, "execute": 1200, "world model": 0}
     floor = real["compute_floor"]  # 2 x 1e8 x 10,000 FLOPs at 150 GFLOP/s; the update's three passes
-    assert floor["generate"]["floor_s"] == pytest.approx(2e12 / 150e9)
+    assert floor["generate"]["compute_floor_s"] == pytest.approx(2e12 / 150e9)
+    # generation's 1,000 passes each read 0.4 GB at 20 GB/s: 20 s, more than its compute floor, so its floor
+    assert floor["generate"]["memory_floor_s"] == pytest.approx(20.0) == floor["generate"]["floor_s"]
     assert floor["update"]["floor_s"] == pytest.approx(3e12 / 150e9)
     assert floor["update"]["over_floor"] == pytest.approx(70 / 20)
     limit = record["limit"]
@@ -401,7 +405,7 @@ def test_the_regime_checks_execution_share_and_compute_floor_from_logged_runs(tm
     import re  # the paired gain over the start (0.3 on every task), its interval around it
 
     assert re.search(r"\| Full WMRL \| \+0\.600 \[\+0\.5\d\d, \+0\.6\d\d\] \| \+0\.300 \[\+0\.2\d\d, \+0\.3\d\d\] \|", text)
-    assert "| Real-execution GRPO | 150 | 10000 | 30.0 | 13.3 | 2.2 | 5000 | 70.0 | 20.0 | 3.5 |" in text
+    assert "| Real-execution GRPO | 150 | 10000 | 30.0 | 20.0 | 1.5 | 5000 | 70.0 | 20.0 | 3.5 |" in text
     assert not (results / "RESULTS.md").exists() and not (results / "RESULTS-learn.md").exists()
 
 

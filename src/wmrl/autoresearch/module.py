@@ -164,6 +164,7 @@ class GRPOModule(RLModule):
         self.train_history: list[dict[str, float]] = []  # per step of this fit: real reward, valid rate, ...
         self._real_seconds = (0.0, 0)  # total wall seconds and count of real executions (not cached)
         self._parameter_count = sum(p.numel() for p in self.policy.parameters())
+        self._parameter_bytes = sum(p.numel() * p.element_size() for p in self.policy.parameters())
         #: whether the update runs under bfloat16 autocast (None: ``auto``, not measured yet)
         self._bfloat16: bool | None = {"float32": False, "bfloat16": True, "auto": None}[update_precision]
 
@@ -197,10 +198,11 @@ class GRPOModule(RLModule):
             prompt = real.prompt(task_id)
             starter = real.starter(task_id) if declares(real, ShowsStarter) else None
             states += [agent.start(task_id, group, prompt, env, starter) for _ in range(plan.group_size)]
-        before = self.engine.tokens_run
+        before, passes = self.engine.tokens_run, self.engine.passes_run
         for key, seconds in agent.run(states, seed=seed).items():
             self.add_time(key, seconds)
         self.add_count("tokens/generate", float(self.engine.tokens_run - before))
+        self.add_count("passes/generate", float(self.engine.passes_run - passes))
         return collate(states, self.tokenizer.pad_token_id)
 
     def rollout_metrics(self, batch: RolloutBatch, plan: RolloutPlan) -> dict[str, float]:
@@ -232,6 +234,7 @@ class GRPOModule(RLModule):
         # generation's and the parameter count so that a benchmark can set G against its compute floor
         totals["tokens/update"] = totals["tokens/reference"] = 0.0
         totals["model/parameters"] = float(self._parameter_count)
+        totals["model/bytes"] = float(self._parameter_bytes)
         # the reference's pass is the policy's own while the adapter adds exact zeros (a LoRA fit's first step)
         reference_is_policy = self._reference is not None and self._reference.equals_policy()
         if self._bfloat16 is None:  # update_precision: auto, before the fit's first update
