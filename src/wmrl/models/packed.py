@@ -19,6 +19,7 @@ before it is used; a LoRA adapter's base weights are packed once per fit.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,7 +45,7 @@ class PackedLinears:
     """oneDNN-packed copies of a model's CPU float32 linear weights, swapped in while :meth:`active`."""
 
     def __init__(self) -> None:
-        self._packed: dict[int, tuple[tuple[int, int], torch.Tensor]] = {}
+        self._packed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layer -> (weight key, packed)
 
     @staticmethod
     def eligible(model: Any) -> list[torch.nn.Linear]:
@@ -56,10 +57,10 @@ class PackedLinears:
     def _pack(self, layer: torch.nn.Linear) -> torch.Tensor:
         weight = layer.weight
         key = (weight.data_ptr(), weight._version)
-        held = self._packed.get(id(layer))
+        held = self._packed.get(layer)
         if held is None or held[0] != key:
             held = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), ROWS_HINT))
-            self._packed[id(layer)] = held
+            self._packed[layer] = held
         return held[1]
 
     @contextlib.contextmanager
