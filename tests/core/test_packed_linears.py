@@ -1,5 +1,6 @@
-"""Generation with the linear layers through oneDNN's prepacked products (wmrl.models.packed) samples what
-PyTorch's own product samples, leaves the model as it was, and follows weights that changed."""
+"""The linear layers through oneDNN's prepacked products (wmrl.models.packed): generation samples what PyTorch's own
+product samples, leaves the model as it was and follows weights that changed; a float32 training pass gets the
+gradients of PyTorch's product, through frozen layers only."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_packed_products_sample_the_tokens_and_log_probs_of_pytorchs_own(lora, t
     model, tokenizer = _policy(lora)
     _, plain = _generate(model, tokenizer, False, temperature)
     engine, fast = _generate(model, tokenizer, True, temperature)
-    assert engine.packed_linears is not None
+    assert engine.packed_linears
     if temperature:  # (greedy rows of one prompt are one row)
         assert len({len(g.token_ids) for g in plain}) > 1, "every row ran the same length: no row ended early"
     for before, after in zip(plain, fast, strict=True):
@@ -73,7 +74,27 @@ def test_a_weight_changed_between_generations_is_packed_again():
     assert [g.token_ids for g in after] == [g.token_ids for g in plain]
 
 
-def test_the_packed_products_refuse_to_run_with_gradients_on():
-    model, _ = _policy(lora=False)
-    with pytest.raises(RuntimeError, match="torch.no_grad"), packed.PackedLinears().active(model):
-        pass
+def _grads(model, ids) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    model(input_ids=ids).logits.log_softmax(-1).mean().backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_a_training_pass_through_packed_frozen_layers_has_pytorchs_gradients():
+    """With gradients on, a LoRA policy's frozen layers run packed (their input's gradient from the packed transpose)
+    and the adapter's gradients are PyTorch's to float rounding; a fully trained policy's layers are left alone."""
+    model, _ = _policy(lora=True)
+    a, b = _prompts()[0], _prompts()[-1]
+    ids = torch.tensor([a[:29], b])
+    model.train()
+    plain = _grads(model, ids)
+    with packed.active(model):
+        frozen = [m for m in model.modules() if "forward" in vars(m)]
+        fast = _grads(model, ids)
+    assert frozen and all(not m.weight.requires_grad for m in frozen)
+    assert not [m for m in model.modules() if "forward" in vars(m)]
+    for name, grad in plain.items():
+        torch.testing.assert_close(fast[name], grad, atol=1e-5, rtol=1e-4)
+    full, _ = _policy(lora=False)
+    with packed.active(full):
+        assert not [m for m in full.modules() if "forward" in vars(m)]  # every layer trains: none swapped

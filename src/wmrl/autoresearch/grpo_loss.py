@@ -89,10 +89,11 @@ class Reference:
         if self.frozen is None:
             from wmrl.models import reference_mode
 
-            with reference_mode(self.policy) as reference, precision.autocast(reference, autocast):
+            with reference_mode(self.policy) as reference, precision.autocast(reference, autocast), \
+                    precision.float32_products(reference, autocast):
                 logits = causal_lm_logits(reference, ids, attention, keep, share_prefix=settings.share_prefix)
         else:
-            with precision.autocast(self.frozen, autocast):
+            with precision.autocast(self.frozen, autocast), precision.float32_products(self.frozen, autocast):
                 logits = causal_lm_logits(self.frozen, ids, attention, keep, share_prefix=settings.share_prefix)
         return token_logprobs(logits, ids[:, window], temperature=settings.temperature)
 
@@ -121,7 +122,7 @@ def micro_batch_loss(policy: Any, reference: Reference | None, batch: RolloutBat
     window = slice(first - 1, length)  # logits at p-1 predict the token at p
     keep = length - first + 1
     positions = positions_run(ids, attention, keep, settings.share_prefix)  # what this pass computes (the floor's)
-    with precision.autocast(policy, autocast):
+    with precision.autocast(policy, autocast), precision.float32_products(policy, autocast):
         logits = causal_lm_logits(policy, ids, attention, keep, share_prefix=settings.share_prefix)
     logprobs = token_logprobs(logits, ids[:, window], temperature=settings.temperature)
     entropy = entropy_from_logits(logits, temperature=settings.temperature) if settings.entropy_coef > 0 else None

@@ -24,7 +24,6 @@ from wmrl.generation.engine import (
 )
 from wmrl.models import packed, shared_decode
 from wmrl.models.kv import cache_kwarg, preallocate, returned_cache
-from wmrl.models.packed import PackedLinears
 from wmrl.models.shared_decode import SharedPrefixDecoder
 from wmrl.types import KnowsContext
 
@@ -98,7 +97,7 @@ class HFGenerationEngine(GenerationEngine, KnowsContext):
         #: through the model's forward with the cache repeated per row; both give the same tokens and log-probs
         #: up to float rounding
         self.shared_prefix_decode = shared_decode.supports(model) if shared_prefix_decode is None else shared_prefix_decode
-        self.packed_linears = PackedLinears() if packed_linears and packed.available() else None
+        self.packed_linears = bool(packed_linears and packed.available())
         # Token ids whose text holds a backtick: only these can complete a fence, so only then is the
         # sequence's text decoded again to check for a closed code block.
         self._backtick_ids = _ids_with_backtick(tokenizer)
@@ -140,7 +139,7 @@ class HFGenerationEngine(GenerationEngine, KnowsContext):
         return [generation for generation in results if generation is not None]
 
     def _linears(self) -> contextlib.AbstractContextManager:
-        return self.packed_linears.active(self.model) if self.packed_linears else contextlib.nullcontext()
+        return packed.active(self.model) if self.packed_linears else contextlib.nullcontext()
 
     def _generate_batch(
         self, prompts: list[list[int]], params: SamplingParams, generator: Any, device: torch.device

@@ -9,7 +9,12 @@ compares the gradients, and keeps bfloat16 only when it is faster by :data:`MIN_
 gradient agrees with float32's (cosine >= :data:`MIN_COSINE`, norm within :data:`MAX_NORM_CHANGE`). The choice is logged
 (``update/bfloat16``) and kept in the checkpoint, so that a resumed fit runs as it started.
 
-Under autocast the output head still runs in float32 (:func:`autocast`): log-probs of bfloat16 logits would carry
+The update's float32 passes compute the frozen layers with oneDNN's prepacked products (:func:`float32_products`);
+the probe times float32 with PyTorch's own product. That is a deliberate mismatch: the probe's one short row
+under-represents the update's micro-batches, whose attention over ~1,700-token prompts is half their time, and timed
+with the packed products it chose float32 (1.04x) on an AMD EPYC where the quickstart's update ran ~1.2x faster under
+bfloat16 (2026-12-08); a probe of the update's own shapes would settle it. Under autocast the output head still runs
+in float32 (:func:`autocast`): log-probs of bfloat16 logits would carry
 errors of ~0.05 nats at logits of ~15 (8 bits of mantissa), and the importance ratio to the behaviour log-probs
 (float32, from generation) would read that noise as a policy change.
 """
@@ -61,6 +66,16 @@ def autocast(model: Any, dtype: torch.dtype | None) -> Iterator[None]:
             yield
     finally:
         del head.forward
+
+
+def float32_products(model: Any, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """The float32 passes (``dtype`` ``None``) compute the model's frozen CPU linear layers with oneDNN's prepacked
+    products (:mod:`wmrl.models.packed`); under autocast nothing changes."""
+    if dtype is not None:
+        return contextlib.nullcontext()
+    from wmrl.models import packed
+
+    return packed.active(model)
 
 
 @dataclass(frozen=True)
