@@ -1,4 +1,5 @@
-"""A model's float32 linear layers through oneDNN's prepacked products while it generates on CPU.
+"""A model's float32 linear layers through oneDNN's prepacked products on CPU: generation, and the update's float32
+passes through its frozen layers.
 
 PyTorch runs a CPU float32 ``nn.Linear`` through its BLAS (MKL in the PyPI build), whose GEMM takes a slow path on
 some CPUs: on an AMD EPYC with AVX-512 (2026-12-08, 2 cores), SmolLM2's 576 -> 1,536 products at 8 rows, a decoding
@@ -18,7 +19,7 @@ over a quickstart micro-batch (2 rows of a 1,700-token prompt and 160 tokens) to
 adapter's gradients within 2.3e-5 of PyTorch's (relative). A weight that changed since it was packed (an optimizer
 step of a fully trained policy, a loaded checkpoint: another storage or a newer version counter) is packed again
 before it is used; a LoRA adapter's base weights are packed once per fit. :func:`active` uses one process-wide set
-of packs, so the engine, the update and the precision probe share them.
+of packs, so the engine and the update share them.
 """
 
 from __future__ import annotations
