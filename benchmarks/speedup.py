@@ -78,6 +78,7 @@ from wmrl.algorithms.stats import (  # noqa: F401 (tests use speedup.*)
 )
 from wmrl.benchmarking import (  # noqa: F401 (tests use speedup.*)
     best_matmul_seconds,
+    best_seconds,
     cpu_probe,
     kept_by_hand,
     machine,
@@ -385,11 +386,8 @@ def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
     seconds = best_matmul_seconds(a, repeats)
     if packed.available():
         weight = torch.ops.mkldnn._reorder_linear_weight(a, size)
-        for _ in range(3):
-            start = time.perf_counter()
-            for _ in range(repeats):
-                torch.ops.mkldnn._linear_pointwise(a, weight, None, "none", [], "")
-            seconds = min(seconds, time.perf_counter() - start)
+        seconds = min(seconds, best_seconds(lambda: torch.ops.mkldnn._linear_pointwise(a, weight, None, "none", [], ""),
+                                            repeats))
     return 2 * size**3 * repeats / seconds / 1e9
 
 

@@ -21,15 +21,20 @@ def cpu_probe(size: int = 768, repeats: int = 20) -> float:
     return best_matmul_seconds(np.random.default_rng(0).standard_normal((size, size), dtype=np.float32), repeats)
 
 
-def best_matmul_seconds(a, repeats: int) -> float:
-    """Seconds for ``repeats`` products ``a @ a`` (a NumPy array or a torch tensor), the best of 3 tries."""
+def best_seconds(work, repeats: int = 1, tries: int = 3) -> float:
+    """Seconds for ``repeats`` calls of ``work()``, the best of ``tries`` tries."""
     best = math.inf
-    for _ in range(3):
+    for _ in range(tries):
         start = time.perf_counter()
         for _ in range(repeats):
-            a @ a
+            work()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def best_matmul_seconds(a, repeats: int) -> float:
+    """Seconds for ``repeats`` products ``a @ a`` (a NumPy array or a torch tensor), the best of 3 tries."""
+    return best_seconds(lambda: a @ a, repeats)
 
 
 def memory_gbps(gib: float = 1.0) -> float:
@@ -39,12 +44,7 @@ def memory_gbps(gib: float = 1.0) -> float:
     import torch
 
     x = torch.ones(int(gib * 2**30) // 4)
-    best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        x.sum()
-        best = min(best, time.perf_counter() - start)
-    return x.numel() * 4 / best / 1e9
+    return x.numel() * 4 / best_seconds(x.sum) / 1e9
 
 
 def machine() -> str:
